@@ -1,0 +1,251 @@
+"""sdc's attributes, and conversion between MLIR attributes and the plain values op tables use.
+
+Textual forms (settled here, used by later passes):
+
+    #sdc.layout<array<i64: 0, 2, 3, 1>>            physical dim order (logical dim at each position)
+    #sdc.dims<["B", 3, "H", "W"]>                  symbolic dims of a tensor (ints static, strings named)
+    #sdc.guard<"H % 2 == 0", "H must be even">     a run-time condition on the entry inputs
+    #sdc.mesh<["dp", "tp"], array<i64: 2, 2>>      device mesh: axis names and sizes
+    #sdc.sharding<[["dp"], [], ["tp"]], ["tp"]>    per-dim mesh axes, then axes holding partial sums
+"""
+
+# No `from __future__ import annotations` here: dialects.ext reads the field annotations
+# of the attribute classes below as live objects.
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from sdc import dtypes
+from sdc.dialect.dense import DenseValue
+from sdc.dialect.opdef import AttrSpec
+from sdc.mlir import ext, ir
+
+
+class Sdc(ext.Dialect, name="sdc"):
+    pass
+
+
+class LayoutAttr(Sdc.Attribute, name="layout"):
+    perm: Any
+
+
+class DimsAttr(Sdc.Attribute, name="dims"):
+    dims: Any
+
+
+class GuardAttr(Sdc.Attribute, name="guard"):
+    condition: Any
+    message: Any
+
+
+class MeshAttr(Sdc.Attribute, name="mesh"):
+    axes: Any
+    sizes: Any
+
+
+class ShardingAttr(Sdc.Attribute, name="sharding"):
+    dims: Any
+    partial: Any
+
+
+class AttrError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- builders for sdc attributes
+
+
+def layout(perm: list[int]) -> ir.Attribute:
+    return LayoutAttr.get(ir.DenseI64ArrayAttr.get(list(perm)))
+
+
+def dims(shape: list) -> ir.Attribute:
+    return DimsAttr.get(_mixed_array(shape))
+
+
+def guard(condition: str, message: str) -> ir.Attribute:
+    return GuardAttr.get(ir.StringAttr.get(condition), ir.StringAttr.get(message))
+
+
+def mesh(axes: dict[str, int]) -> ir.Attribute:
+    return MeshAttr.get(ir.ArrayAttr.get([ir.StringAttr.get(a) for a in axes]),
+                        ir.DenseI64ArrayAttr.get(list(axes.values())))
+
+
+def sharding(dim_axes: list[list[str]], partial: list[str] = ()) -> ir.Attribute:
+    per_dim = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.StringAttr.get(a) for a in axes]) for axes in dim_axes])
+    return ShardingAttr.get(per_dim, ir.ArrayAttr.get([ir.StringAttr.get(a) for a in partial]))
+
+
+def read_mesh(attr: ir.Attribute) -> dict[str, int]:
+    if not isinstance(attr, MeshAttr):
+        raise AttrError(f"expected #sdc.mesh<...>, found {attr}")
+    names = [_expect(a, ir.StringAttr, "mesh axis names as strings").value
+             for a in _expect(attr.axes, ir.ArrayAttr, 'mesh axis names (["dp", "tp"])')]
+    sizes = list(_expect(attr.sizes, ir.DenseI64ArrayAttr, "mesh sizes (array<i64: ...>)"))
+    if len(names) != len(sizes):
+        raise AttrError(f"mesh has {len(names)} axis names but {len(sizes)} sizes")
+    return dict(zip(names, sizes))
+
+
+def read_dims(attr: ir.Attribute) -> list:
+    if not isinstance(attr, DimsAttr):
+        raise AttrError(f"expected #sdc.dims<...>, found {attr}")
+    return _read_mixed_array(attr.dims)
+
+
+# ---------------------------------------------------------------- op attribute kinds
+
+
+def _mixed_array(values) -> ir.ArrayAttr:
+    i64 = ir.IntegerType.get_signless(64)
+    items = []
+    for v in values:
+        if isinstance(v, str):
+            items.append(ir.StringAttr.get(v))
+        else:
+            items.append(ir.IntegerAttr.get(i64, int(v)))
+    return ir.ArrayAttr.get(items)
+
+
+def _read_mixed_array(attr) -> list:
+    attr = _down(attr)
+    if not isinstance(attr, ir.ArrayAttr):
+        raise AttrError(f"expected an array of ints and symbol names, found {attr}")
+    out = []
+    for item in attr:
+        item = _down(item)
+        if isinstance(item, ir.IntegerAttr):
+            out.append(item.value)
+        elif isinstance(item, ir.StringAttr):
+            out.append(item.value)
+        else:
+            raise AttrError(f"expected an int or a symbol name, found {item}")
+    return out
+
+
+def _down(attr):
+    """Attribute parameters of IRDL attributes come back as plain `ir.Attribute`s."""
+    return attr.maybe_downcast() if hasattr(attr, "maybe_downcast") else attr
+
+
+def _expect(attr, cls, what: str):
+    attr = _down(attr)
+    if not isinstance(attr, cls):
+        raise AttrError(f"expected {what}, found {attr}")
+    return attr
+
+
+def _read_dense(attr) -> DenseValue:
+    attr = _expect(attr, ir.DenseElementsAttr, "a dense elements attribute")
+    ttype = ir.RankedTensorType(attr.type)
+    elem = str(ttype.element_type)
+    if not dtypes.is_known(elem):
+        raise AttrError(f"unsupported constant element type {elem}")
+    shape = list(ttype.shape)
+    if elem == "bf16":
+        if attr.is_splat:
+            values = [ir.FloatAttr(attr.get_splat_value()).value]
+        else:
+            values = [ir.FloatAttr(attr[i]).value for i in range(len(attr))]
+        t = torch.tensor(values, dtype=torch.float32).to(torch.bfloat16)
+        return DenseValue(t.expand(shape).contiguous() if attr.is_splat else t.reshape(shape), elem)
+    array = np.array(attr)
+    if array.dtype == object or array.shape != tuple(shape):
+        array = np.broadcast_to(array, shape) if array.size == 1 else array.reshape(shape)
+    np_dtype = dtypes.to_numpy(elem)
+    return DenseValue(torch.from_numpy(np.ascontiguousarray(array.astype(np_dtype, copy=False))).clone(), elem)
+
+
+def dense_attr(value: DenseValue) -> ir.DenseElementsAttr:
+    ttype = ir.RankedTensorType.get(list(value.shape), element_type(value.dtype_name))
+    t = value.tensor
+    if value.dtype_name == "bf16":
+        raw = t.contiguous().view(torch.int16).numpy()
+        return ir.DenseElementsAttr.get(raw, type=ttype)
+    array = np.ascontiguousarray(t.numpy())
+    if array.dtype == np.bool_:
+        array = array.astype(np.uint8) if array.size != 1 else array
+        return ir.DenseElementsAttr.get(np.ascontiguousarray(array).astype(np.bool_), type=ttype)
+    return ir.DenseElementsAttr.get(array, type=ttype, signless=not value.dtype_name.startswith("ui"))
+
+
+def element_type(name: str) -> ir.Type:
+    return ir.Type.parse(name)
+
+
+def to_python(spec: AttrSpec, attr: ir.Attribute):
+    """Read an op attribute of the given kind; raises AttrError naming what was expected."""
+    kind = spec.kind
+    if kind == "int":
+        a = _expect(attr, ir.IntegerAttr, "an integer attribute")
+        if str(a.type) == "i1":
+            raise AttrError(f"expected an integer attribute, found {attr}")
+        return a.value
+    if kind == "float":
+        if isinstance(attr, ir.IntegerAttr) and str(attr.type) != "i1":
+            return float(attr.value)
+        return _expect(attr, ir.FloatAttr, "a float attribute").value
+    if kind == "bool":
+        return _expect(attr, ir.BoolAttr, "true or false").value
+    if kind in ("str", "enum"):
+        value = _expect(attr, ir.StringAttr, "a string attribute").value
+        if kind == "enum" and value not in spec.choices:
+            raise AttrError(f"expected one of {', '.join(repr(c) for c in spec.choices)}, found '{value}'")
+        return value
+    if kind == "ints":
+        return list(_expect(attr, ir.DenseI64ArrayAttr, "array<i64: ...>"))
+    if kind == "floats":
+        return list(_expect(attr, ir.DenseF64ArrayAttr, "array<f64: ...>"))
+    if kind == "strs":
+        arr = _expect(attr, ir.ArrayAttr, 'an array of strings (["a", "b"])')
+        out = []
+        for item in arr:
+            out.append(_expect(item, ir.StringAttr, 'an array of strings (["a", "b"])').value)
+        return out
+    if kind == "dtype":
+        t = _expect(attr, ir.TypeAttr, "an element type (f32, i64, ...)").value
+        if not dtypes.is_known(str(t)):
+            raise AttrError(f"expected an element type (one of {', '.join(dtypes.ELEMENT_TYPES)}), found {t}")
+        return str(t)
+    if kind == "shape":
+        return _read_mixed_array(attr)
+    if kind == "dense":
+        return _read_dense(attr)
+    if kind == "layout":
+        if not isinstance(attr, LayoutAttr):
+            raise AttrError(f"expected #sdc.layout<array<i64: ...>>, found {attr}")
+        perm = _down(attr.perm)
+        if not isinstance(perm, ir.DenseI64ArrayAttr):
+            raise AttrError(f"expected #sdc.layout<array<i64: ...>>, found {attr}")
+        return list(perm)
+    raise AttrError(f"unknown attribute kind {kind}")
+
+
+def to_mlir(spec: AttrSpec, value) -> ir.Attribute:
+    kind = spec.kind
+    if kind == "int":
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(value))
+    if kind == "float":
+        return ir.FloatAttr.get_f64(float(value))
+    if kind == "bool":
+        return ir.BoolAttr.get(bool(value))
+    if kind in ("str", "enum"):
+        return ir.StringAttr.get(str(value))
+    if kind == "ints":
+        return ir.DenseI64ArrayAttr.get([int(v) for v in value])
+    if kind == "floats":
+        return ir.DenseF64ArrayAttr.get([float(v) for v in value])
+    if kind == "strs":
+        return ir.ArrayAttr.get([ir.StringAttr.get(str(v)) for v in value])
+    if kind == "dtype":
+        return ir.TypeAttr.get(element_type(value))
+    if kind == "shape":
+        return _mixed_array(value)
+    if kind == "dense":
+        return dense_attr(value if isinstance(value, DenseValue) else DenseValue.from_numpy(np.asarray(value)))
+    if kind == "layout":
+        return layout(value)
+    raise AttrError(f"unknown attribute kind {kind}")

@@ -1,0 +1,219 @@
+"""The sdc dialect in MLIR: IRDL-backed op classes generated from the op tables, and their verifier.
+
+Each `OpDef` becomes a `dialects.ext` operation class (`sdc.<name>`); its
+`verify_invariants` runs `verify_op`, which checks operand/result counts and
+types, attributes (presence, kind, choices), and the shape rule: the declared
+result types must agree with the ones the rule infers. Messages say what was
+expected and what was found, at the op's location.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from sdc import dtypes
+from sdc.dialect import attrs as A
+from sdc.dialect.attrs import AttrError, Sdc
+from sdc.dialect.opdef import OPS, OpDef, all_ops
+from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec, is_static
+from sdc.mlir import ext, ir
+
+# ---------------------------------------------------------------- types <-> specs
+
+
+def tensor_spec(t: ir.Type) -> TensorSpec:
+    """A ranked tensor type as a plain TensorSpec (dynamic dims as DYN)."""
+    rt = ir.RankedTensorType(t)
+    shape = tuple(DYN if rt.is_dynamic_dim(i) else rt.get_dim_size(i) for i in range(rt.rank))
+    return TensorSpec(shape, str(rt.element_type))
+
+
+def tensor_type(spec: TensorSpec) -> ir.RankedTensorType:
+    dyn = ir.ShapedType.get_dynamic_size()
+    shape = [d if is_static(d) else dyn for d in spec.shape]
+    return ir.RankedTensorType.get(shape, A.element_type(spec.dtype))
+
+
+def _spec_or_error(t: ir.Type, what: str) -> TensorSpec:
+    if not isinstance(t, ir.RankedTensorType) and not ir.RankedTensorType.isinstance(t):
+        raise ShapeError(f"{what} must be a ranked tensor, found {t}")
+    spec = tensor_spec(t)
+    if not dtypes.is_known(spec.dtype):
+        raise ShapeError(f"{what} has unsupported element type {spec.dtype} "
+                         f"(supported: {', '.join(dtypes.ELEMENT_TYPES)})")
+    return spec
+
+
+# ---------------------------------------------------------------- attributes
+
+
+def read_attrs(opdef: OpDef, op) -> dict:
+    """The op's attributes as plain values, defaults filled in. Raises AttrError."""
+    present = op_attributes(op)
+    values = {}
+    for key in present:
+        if key not in opdef.attrs and "." not in key:
+            expected = ", ".join(f"'{k}'" for k in opdef.attrs) or "none"
+            raise AttrError(f"has unknown attribute '{key}' (known: {expected})")
+    for key, spec in opdef.attrs.items():
+        if key not in present:
+            if spec.required:
+                raise AttrError(f"requires attribute '{key}'")
+            values[key] = spec.default
+            continue
+        try:
+            values[key] = A.to_python(spec, present[key])
+        except AttrError as e:
+            raise AttrError(f"attribute '{key}' {e}") from None
+    return values
+
+
+def op_attributes(op) -> dict[str, ir.Attribute]:
+    attributes = op.attributes
+    named = (attributes[i] for i in range(len(attributes)))
+    return {na.name: na.attr for na in named}
+
+
+def module_mesh(op) -> dict[str, int] | None:
+    """The device mesh of the module enclosing `op` (its `sdc.mesh` attribute), if any."""
+    cur = op.operation if hasattr(op, "operation") else op
+    while cur is not None:
+        if cur.name == "builtin.module" and "sdc.mesh" in cur.attributes:
+            return A.read_mesh(cur.attributes["sdc.mesh"])
+        parent = cur.parent
+        cur = parent.operation if parent is not None and hasattr(parent, "operation") else parent
+    return None
+
+
+class VerifyContext(ShapeContext):
+    def __init__(self, mesh: dict[str, int] | None):
+        self.mesh = mesh
+
+
+# ---------------------------------------------------------------- the verifier
+
+
+def infer_results(opdef: OpDef, operand_specs: list[TensorSpec], attrs: dict, mesh=None) -> list[TensorSpec] | None:
+    """Result specs from the shape rule (None when the op's result types are declared)."""
+    if opdef.shape is None:
+        return None
+    return opdef.shape(VerifyContext(mesh), operand_specs, attrs)
+
+
+def verify_op(op) -> str | None:
+    """Check one sdc op; returns the error message (without the op-name prefix) or None."""
+    op = op.operation if hasattr(op, "operation") else op
+    opdef = OPS.get(op.name[4:])
+    if opdef is None:
+        return f"is not an sdc op"
+    try:
+        operands = list(op.operands)
+        results = list(op.results)
+        n_decl = len(opdef.operands)
+        if opdef.variadic_operand:
+            fixed = n_decl - 1
+            if len(operands) < fixed + opdef.min_operands:
+                return f"expects at least {fixed + opdef.min_operands} operands, found {len(operands)}"
+        elif len(operands) != n_decl:
+            return f"expects {n_decl} operand{'s' if n_decl != 1 else ''}, found {len(operands)}"
+        if not opdef.variadic_results and len(results) != len(opdef.results):
+            n = len(opdef.results)
+            return f"expects {n} result{'s' if n != 1 else ''}, found {len(results)}"
+        in_specs = [_spec_or_error(v.type, f"operand #{i}") for i, v in enumerate(operands)]
+        out_specs = [_spec_or_error(r.type, f"result #{i}") for i, r in enumerate(results)]
+        values = read_attrs(opdef, op)
+        inferred = infer_results(opdef, in_specs, values, module_mesh(op) if opdef.family == "collective" else None)
+    except (AttrError, ShapeError) as e:
+        return str(e)
+    if inferred is None:
+        return None
+    if len(inferred) != len(out_specs):
+        return f"has {len(out_specs)} results, the shape rule gives {len(inferred)}"
+    for i, (got, want) in enumerate(zip(out_specs, inferred)):
+        msg = _compare(i, got, want)
+        if msg:
+            return msg
+    return None
+
+
+def _compare(i: int, got: TensorSpec, want: TensorSpec) -> str | None:
+    if got.dtype != want.dtype:
+        return f"result #{i} element type is {got.dtype}, expected {want.dtype}"
+    if got.rank != want.rank:
+        return f"result #{i} has rank {got.rank}, expected {want.rank} ({want})"
+    for d, (g, w) in enumerate(zip(got.shape, want.shape)):
+        if is_static(g) and is_static(w) and g != w:
+            return f"result #{i} dim {d} is {g}, expected {w} (inferred type {want})"
+    return None
+
+
+class SdcOpBase(Sdc.Operation):
+    """Shared base of every generated sdc op class.
+
+    No class-level annotations here: dialects.ext turns every annotation into an op field.
+    """
+
+    def verify_invariants(self) -> bool:
+        try:
+            message = verify_op(self)
+        except Exception as e:  # a verifier bug must not take the process down
+            message = f"verifier failed: {type(e).__name__}: {e}"
+        if message:
+            self.location.emit_error(f"'{self.operation.name}' op {message}")
+            return False
+        return True
+
+
+def _class_name(name: str) -> str:
+    return "".join(p.capitalize() for p in name.split("_")) + "Op"
+
+
+def _make_op_class(opdef: OpDef) -> type:
+    annotations: dict[str, Any] = {}
+    for i, name in enumerate(opdef.operands):
+        last = i == len(opdef.operands) - 1
+        annotations[name] = Sequence[ext.Operand[Any]] if (last and opdef.variadic_operand) else ext.Operand[Any]
+    for i, name in enumerate(opdef.results):
+        last = i == len(opdef.results) - 1
+        annotations[name] = Sequence[ext.Result[Any]] if (last and opdef.variadic_results) else ext.Result[Any]
+    ns = {"__annotations__": annotations, "__doc__": opdef.doc, "_opdef": opdef, "__module__": __name__}
+    traits = [ext.Pure] if opdef.pure else []
+    return type(_class_name(opdef.name), (SdcOpBase,), ns, name=opdef.name, traits=traits)
+
+
+OP_CLASSES: dict[str, type] = {name: _make_op_class(d) for name, d in all_ops().items()}
+
+
+def load_into(ctx: ir.Context) -> None:
+    """Load the sdc dialect into `ctx` (the context must be current)."""
+    if not ctx.is_dialect_loaded("sdc"):
+        Sdc.load()
+
+
+# ---------------------------------------------------------------- building ops from Python
+
+
+def create(name: str, operands: Sequence[ir.Value] = (), attrs: dict | None = None,
+           result_types: Sequence[ir.Type] | None = None, loc: ir.Location | None = None,
+           mesh: dict[str, int] | None = None) -> ir.Operation:
+    """Create `sdc.<name>` at the current insertion point, inferring result types from its shape rule.
+
+    Attributes are plain values, converted by their kinds; unset optional ones are filled with
+    their defaults so the printed IR is complete. Result types must be given for ops whose
+    results are declared (parameter, recv).
+    """
+    opdef = OPS[name]
+    attrs = dict(attrs or {})
+    values = opdef.with_defaults(attrs)
+    missing = [k for k, s in opdef.attrs.items() if s.required and k not in values]
+    if missing:
+        raise ValueError(f"sdc.{name} needs attribute(s) {', '.join(missing)}")
+    mlir_attrs = {k: A.to_mlir(opdef.attrs[k], v) for k, v in values.items() if k in opdef.attrs}
+    mlir_attrs.update({k: v for k, v in attrs.items() if k not in opdef.attrs})
+    if result_types is None:
+        specs = infer_results(opdef, [tensor_spec(v.type) for v in operands], values, mesh)
+        if specs is None:
+            raise ValueError(f"sdc.{name} needs explicit result types")
+        result_types = [tensor_type(s) for s in specs]
+    return ir.Operation.create(f"sdc.{name}", results=list(result_types), operands=list(operands),
+                               attributes=mlir_attrs, loc=loc)

@@ -1,0 +1,119 @@
+"""The op definition record and the registry of every sdc op.
+
+An op is defined in one place, an `OpDef`: its operands, attributes (with
+kinds and defaults), results, traits, shape rule and reference semantics
+(a torch CPU function), plus the documentation `docs/dialect.md` is checked
+against. This module and the op tables import no MLIR: the CPU runtime runs
+the same reference semantics on a machine without the bindings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from sdc.dialect.shapes import ShapeContext, TensorSpec
+
+REQUIRED = object()
+
+# Attribute kinds, as plain Python values:
+#   int, float, bool, str        scalars
+#   ints, floats, strs           lists (ints print as array<i64: ...>)
+#   dtype                        an element type name such as "f32"
+#   shape                        a list of dims: int, or a symbol name (str), -1 to infer one dim
+#   enum                         a str from AttrSpec.choices
+#   dense                        a numpy array (constants)
+#   layout                       a permutation (list of ints), printed as #sdc.layout<...>
+ATTR_KINDS = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "shape", "enum", "dense", "layout")
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    kind: str
+    default: Any = REQUIRED
+    doc: str = ""
+    choices: tuple[str, ...] = ()
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+def attr(kind: str, default: Any = REQUIRED, doc: str = "", choices: Sequence[str] = ()) -> AttrSpec:
+    assert kind in ATTR_KINDS, kind
+    return AttrSpec(kind, default, doc, tuple(choices))
+
+
+@dataclass
+class RefEnv:
+    """What reference semantics may need beyond their operands.
+
+    `symbols` binds symbolic dim names (from the entry function's argument
+    shapes) to their run-time values; `comm` runs collectives (None: a world
+    of one device, where every collective over a group of size 1 is identity).
+    """
+
+    symbols: dict[str, int] = field(default_factory=dict)
+    comm: Any = None
+    mesh: dict[str, int] = field(default_factory=dict)
+
+    def dim(self, d) -> int:
+        if isinstance(d, str):
+            if d not in self.symbols:
+                raise KeyError(f"symbolic dim '{d}' is not bound by any input")
+            return self.symbols[d]
+        return int(d)
+
+
+ShapeRule = Callable[[ShapeContext, list[TensorSpec], dict], list[TensorSpec]]
+RefFn = Callable[..., Any]
+
+
+@dataclass
+class OpDef:
+    name: str
+    summary: str
+    operands: tuple[str, ...]
+    shape: ShapeRule | None
+    ref: RefFn
+    attrs: dict[str, AttrSpec] = field(default_factory=dict)
+    results: tuple[str, ...] = ("result",)
+    variadic_operand: bool = False  # the last operand takes any number of values
+    min_operands: int = 0  # for a variadic operand group: the fewest values it takes
+    variadic_results: bool = False  # the last result takes any number of values
+    pure: bool = True
+    family: str = ""
+    doc: str = ""
+    example: str = ""
+
+    @property
+    def full_name(self) -> str:
+        return f"sdc.{self.name}"
+
+    def with_defaults(self, attrs: dict) -> dict:
+        out = {k: spec.default for k, spec in self.attrs.items() if not spec.required}
+        out.update(attrs)
+        return out
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    if op.name in OPS:
+        raise ValueError(f"op sdc.{op.name} defined twice")
+    OPS[op.name] = op
+    return op
+
+
+def all_ops() -> dict[str, OpDef]:
+    """Every sdc op, by short name (without the `sdc.` prefix)."""
+    import sdc.dialect.ops  # noqa: F401  (registers the tables)
+
+    return OPS
+
+
+def get_op(name: str) -> OpDef:
+    ops = all_ops()
+    short = name[4:] if name.startswith("sdc.") else name
+    return ops[short]

@@ -1,0 +1,324 @@
+"""Elementwise ops: one table per arity, numpy broadcasting throughout."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from sdc import dtypes
+from sdc.dialect.opdef import OpDef, attr, register
+from sdc.dialect.shapes import ShapeContext, TensorSpec
+
+# ---------------------------------------------------------------- dtype guards
+
+ANY, FLOAT, INT, BOOL, NUMERIC, INTBOOL = "any", "float", "integer", "bool", "numeric", "integer or bool"
+
+
+def _accepts(category: str, dtype: str) -> bool:
+    kind = dtypes.kind(dtype)
+    return {
+        ANY: True,
+        FLOAT: kind == "float",
+        INT: kind in ("int", "uint"),
+        BOOL: kind == "bool",
+        NUMERIC: kind != "bool",
+        INTBOOL: kind in ("int", "uint", "bool"),
+    }[category]
+
+
+def check_dtype(ctx: ShapeContext, category: str, spec: TensorSpec, what: str) -> None:
+    if not _accepts(category, spec.dtype):
+        ctx.fail(f"{what} must have {category} element type, found {spec.dtype}")
+
+
+# ---------------------------------------------------------------- unary
+
+def _unary_rule(category: str):
+    def rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
+        check_dtype(ctx, category, ins[0], "operand")
+        return [ins[0]]
+
+    return rule
+
+
+def _predicate_rule(ctx, ins, attrs):
+    check_dtype(ctx, FLOAT, ins[0], "operand")
+    return [ins[0].with_dtype("i1")]
+
+
+def _gelu(a, x):
+    return F.gelu(x, approximate=a["approximate"])
+
+
+def _round_half_even(a, x):
+    return torch.round(x)
+
+
+def _rsqrt(a, x):
+    return torch.rsqrt(x)
+
+
+# name: (torch function of (attrs, x), dtype category, attributes, semantics)
+UNARY = {
+    "neg": (lambda a, x: torch.neg(x), NUMERIC, {}, "-x"),
+    "abs": (lambda a, x: torch.abs(x), NUMERIC, {}, "|x|"),
+    "sign": (lambda a, x: torch.sign(x), NUMERIC, {}, "-1, 0 or 1 by the sign of x"),
+    "exp": (lambda a, x: torch.exp(x), FLOAT, {}, "e^x"),
+    "log": (lambda a, x: torch.log(x), FLOAT, {}, "natural logarithm"),
+    "sqrt": (lambda a, x: torch.sqrt(x), FLOAT, {}, "square root"),
+    "rsqrt": (_rsqrt, FLOAT, {}, "1 / sqrt(x)"),
+    "reciprocal": (lambda a, x: torch.reciprocal(x), FLOAT, {}, "1 / x"),
+    "tanh": (lambda a, x: torch.tanh(x), FLOAT, {}, "hyperbolic tangent"),
+    "sigmoid": (lambda a, x: torch.sigmoid(x), FLOAT, {}, "1 / (1 + e^-x)"),
+    "erf": (lambda a, x: torch.erf(x), FLOAT, {}, "the Gauss error function"),
+    "sin": (lambda a, x: torch.sin(x), FLOAT, {}, "sine"),
+    "cos": (lambda a, x: torch.cos(x), FLOAT, {}, "cosine"),
+    "tan": (lambda a, x: torch.tan(x), FLOAT, {}, "tangent"),
+    "asin": (lambda a, x: torch.asin(x), FLOAT, {}, "arc sine"),
+    "acos": (lambda a, x: torch.acos(x), FLOAT, {}, "arc cosine"),
+    "atan": (lambda a, x: torch.atan(x), FLOAT, {}, "arc tangent"),
+    "sinh": (lambda a, x: torch.sinh(x), FLOAT, {}, "hyperbolic sine"),
+    "cosh": (lambda a, x: torch.cosh(x), FLOAT, {}, "hyperbolic cosine"),
+    "asinh": (lambda a, x: torch.asinh(x), FLOAT, {}, "inverse hyperbolic sine"),
+    "acosh": (lambda a, x: torch.acosh(x), FLOAT, {}, "inverse hyperbolic cosine"),
+    "atanh": (lambda a, x: torch.atanh(x), FLOAT, {}, "inverse hyperbolic tangent"),
+    "floor": (lambda a, x: torch.floor(x), FLOAT, {}, "round toward -inf"),
+    "ceil": (lambda a, x: torch.ceil(x), FLOAT, {}, "round toward +inf"),
+    "round": (_round_half_even, FLOAT, {}, "round half to even"),
+    "relu": (lambda a, x: torch.relu(x), NUMERIC, {}, "max(x, 0)"),
+    "silu": (lambda a, x: F.silu(x), FLOAT, {}, "x * sigmoid(x)"),
+    "softplus": (lambda a, x: F.softplus(x), FLOAT, {}, "log(1 + e^x)"),
+    "softsign": (lambda a, x: F.softsign(x), FLOAT, {}, "x / (1 + |x|)"),
+    "mish": (lambda a, x: F.mish(x), FLOAT, {}, "x * tanh(softplus(x))"),
+    "gelu": (
+        _gelu,
+        FLOAT,
+        {"approximate": attr("enum", "none", "`none` (exact, with erf) or `tanh`", ("none", "tanh"))},
+        "x * Phi(x), exact or with the tanh approximation",
+    ),
+    "leaky_relu": (
+        lambda a, x: F.leaky_relu(x, a["alpha"]),
+        FLOAT,
+        {"alpha": attr("float", 0.01, "slope for x < 0")},
+        "x if x >= 0 else alpha * x",
+    ),
+    "elu": (
+        lambda a, x: F.elu(x, a["alpha"]),
+        FLOAT,
+        {"alpha": attr("float", 1.0, "scale of the negative part")},
+        "x if x > 0 else alpha * (e^x - 1)",
+    ),
+    "selu": (
+        lambda a, x: a["gamma"] * torch.where(x > 0, x, a["alpha"] * torch.expm1(x)),
+        FLOAT,
+        {"alpha": attr("float", 1.67326319217681884765625), "gamma": attr("float", 1.05070102214813232421875)},
+        "gamma * (x if x > 0 else alpha * (e^x - 1))",
+    ),
+    "hard_sigmoid": (
+        lambda a, x: torch.clamp(a["alpha"] * x + a["beta"], 0, 1),
+        FLOAT,
+        {"alpha": attr("float", 0.2), "beta": attr("float", 0.5)},
+        "clamp(alpha * x + beta, 0, 1)",
+    ),
+    "hard_swish": (lambda a, x: x * torch.clamp(x / 6 + 0.5, 0, 1), FLOAT, {}, "x * clamp(x / 6 + 1/2, 0, 1)"),
+    "not": (lambda a, x: torch.logical_not(x), BOOL, {}, "logical not"),
+    "bitwise_not": (lambda a, x: torch.bitwise_not(x), INTBOOL, {}, "bitwise not"),
+    "clip": (
+        lambda a, x: _clip(a, x),
+        NUMERIC,
+        {
+            "min": attr("float", -math.inf, "lower bound (inclusive)"),
+            "max": attr("float", math.inf, "upper bound (inclusive)"),
+        },
+        "min(max(x, min), max)",
+    ),
+}
+
+
+def _clip(a, x):
+    lo, hi = a["min"], a["max"]
+    if not x.is_floating_point():
+        lo = None if math.isinf(lo) else int(lo)
+        hi = None if math.isinf(hi) else int(hi)
+        if lo is None and hi is None:
+            return x.clone()
+    return torch.clamp(x, lo, hi)
+
+
+PREDICATES = {
+    "isnan": (lambda a, x: torch.isnan(x), "x is NaN"),
+    "isinf": (lambda a, x: torch.isinf(x), "x is +inf or -inf"),
+}
+
+
+# ---------------------------------------------------------------- binary
+
+def _binary_rule(category: str, result: str | None):
+    def rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
+        lhs, rhs = ins
+        if lhs.dtype != rhs.dtype:
+            ctx.fail(f"operand element types differ: lhs is {lhs.dtype}, rhs is {rhs.dtype}")
+        check_dtype(ctx, category, lhs, "operands")
+        shape = ctx.broadcast(lhs.shape, rhs.shape, names=("lhs", "rhs"))
+        return [TensorSpec(shape, result or lhs.dtype)]
+
+    return rule
+
+
+def _div(a, x, y):
+    if x.is_floating_point():
+        return torch.div(x, y)
+    return torch.div(x, y, rounding_mode="trunc")
+
+
+def _pow(a, x, y):
+    return torch.pow(x, y)
+
+
+def _mod(a, x, y):
+    if a["fmod"]:
+        return torch.fmod(x, y)
+    return torch.remainder(x, y)
+
+
+BINARY = {
+    "add": (lambda a, x, y: torch.add(x, y), NUMERIC, {}, "x + y"),
+    "sub": (lambda a, x, y: torch.sub(x, y), NUMERIC, {}, "x - y"),
+    "mul": (lambda a, x, y: torch.mul(x, y), NUMERIC, {}, "x * y"),
+    "div": (_div, NUMERIC, {}, "x / y (integers: truncating)"),
+    "pow": (_pow, NUMERIC, {}, "x ^ y"),
+    "max": (lambda a, x, y: torch.maximum(x, y), NUMERIC, {}, "the larger of x and y (NaN propagates)"),
+    "min": (lambda a, x, y: torch.minimum(x, y), NUMERIC, {}, "the smaller of x and y (NaN propagates)"),
+    "mod": (
+        _mod,
+        NUMERIC,
+        {"fmod": attr("bool", False, "true: sign of the dividend (C fmod); false: sign of the divisor (Python %)")},
+        "remainder of x / y",
+    ),
+    "bitwise_and": (lambda a, x, y: torch.bitwise_and(x, y), INTBOOL, {}, "bitwise and"),
+    "bitwise_or": (lambda a, x, y: torch.bitwise_or(x, y), INTBOOL, {}, "bitwise or"),
+    "bitwise_xor": (lambda a, x, y: torch.bitwise_xor(x, y), INTBOOL, {}, "bitwise xor"),
+    "shift_left": (lambda a, x, y: torch.bitwise_left_shift(x, y), INT, {}, "x << y"),
+    "shift_right": (lambda a, x, y: torch.bitwise_right_shift(x, y), INT, {}, "x >> y"),
+}
+
+COMPARE = {
+    "eq": (lambda a, x, y: torch.eq(x, y), "x == y"),
+    "ne": (lambda a, x, y: torch.ne(x, y), "x != y"),
+    "lt": (lambda a, x, y: torch.lt(x, y), "x < y"),
+    "le": (lambda a, x, y: torch.le(x, y), "x <= y"),
+    "gt": (lambda a, x, y: torch.gt(x, y), "x > y"),
+    "ge": (lambda a, x, y: torch.ge(x, y), "x >= y"),
+}
+
+LOGICAL = {
+    "and": (lambda a, x, y: torch.logical_and(x, y), "x and y"),
+    "or": (lambda a, x, y: torch.logical_or(x, y), "x or y"),
+    "xor": (lambda a, x, y: torch.logical_xor(x, y), "x xor y"),
+}
+
+
+# ---------------------------------------------------------------- ternary
+
+def _where_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
+    cond, x, y = ins
+    if cond.dtype != "i1":
+        ctx.fail(f"condition must have element type i1, found {cond.dtype}")
+    if x.dtype != y.dtype:
+        ctx.fail(f"branch element types differ: on_true is {x.dtype}, on_false is {y.dtype}")
+    return [TensorSpec(ctx.broadcast(cond.shape, x.shape, y.shape, names=("condition", "on_true", "on_false")), x.dtype)]
+
+
+# ---------------------------------------------------------------- registration
+
+def _wrap(fn):
+    return lambda env, a, *xs: fn(a, *xs)
+
+
+def _example1(name: str, attrs: dict, dtype: str = "f32", result: str | None = None) -> str:
+    attr_text = _example_attrs(attrs)
+    res = result or dtype
+    return f'%1 = "sdc.{name}"(%0){attr_text} : (tensor<?x4x{dtype}>) -> tensor<?x4x{res}>'
+
+
+def _example_attrs(attrs: dict) -> str:
+    shown = {k: s for k, s in attrs.items()}
+    if not shown:
+        return ""
+    parts = []
+    for k, s in shown.items():
+        v = s.default
+        if s.kind == "enum":
+            parts.append(f'{k} = "{v}"')
+        elif s.kind == "float":
+            parts.append(f"{k} = {float(v) if math.isfinite(v) else 6.0:e} : f64")
+        elif s.kind == "bool":
+            parts.append(f"{k} = {'true' if v else 'false'}")
+    return " {" + ", ".join(parts) + "}" if parts else ""
+
+
+for _name, (_fn, _cat, _attrs, _sem) in UNARY.items():
+    _dt = "i1" if _cat == BOOL else ("i32" if _cat == INTBOOL else "f32")
+    register(OpDef(
+        name=_name, family="elementwise unary",
+        summary=f"elementwise {_sem}",
+        doc=f"Elementwise `{_sem}` on a tensor of {_cat} element type; the result has the operand's type.",
+        operands=("operand",), attrs=_attrs, shape=_unary_rule(_cat), ref=_wrap(_fn),
+        example=_example1(_name, _attrs, _dt),
+    ))
+
+for _name, (_fn, _sem) in PREDICATES.items():
+    register(OpDef(
+        name=_name, family="elementwise unary",
+        summary=f"elementwise test: {_sem}",
+        doc=f"Elementwise test `{_sem}` on a float tensor; the result is i1 of the operand's shape.",
+        operands=("operand",), shape=_predicate_rule, ref=_wrap(_fn),
+        example=_example1(_name, {}, "f32", "i1"),
+    ))
+
+
+def _binary_example(name: str, dtype: str, result: str | None = None) -> str:
+    return (f'%2 = "sdc.{name}"(%0, %1) : (tensor<?x1x{dtype}>, tensor<3x{dtype}>) '
+            f"-> tensor<?x3x{result or dtype}>")
+
+
+for _name, (_fn, _cat, _attrs, _sem) in BINARY.items():
+    _dt = "i32" if _cat in (INT, INTBOOL) else "f32"
+    register(OpDef(
+        name=_name, family="elementwise binary",
+        summary=f"elementwise {_sem}",
+        doc=(f"Elementwise `{_sem}` with numpy broadcasting. Both operands have the same {_cat} "
+             "element type; the result has it too."),
+        operands=("lhs", "rhs"), attrs=_attrs, shape=_binary_rule(_cat, None), ref=_wrap(_fn),
+        example=_binary_example(_name, _dt),
+    ))
+
+for _name, (_fn, _sem) in COMPARE.items():
+    register(OpDef(
+        name=_name, family="comparison",
+        summary=f"elementwise comparison {_sem}",
+        doc=f"Elementwise `{_sem}` with numpy broadcasting; operands share an element type, the result is i1.",
+        operands=("lhs", "rhs"), shape=_binary_rule(ANY, "i1"), ref=_wrap(_fn),
+        example=_binary_example(_name, "f32", "i1"),
+    ))
+
+for _name, (_fn, _sem) in LOGICAL.items():
+    register(OpDef(
+        name=_name, family="logical",
+        summary=f"elementwise logical {_sem}",
+        doc=f"Elementwise `{_sem}` on i1 tensors with numpy broadcasting.",
+        operands=("lhs", "rhs"), shape=_binary_rule(BOOL, "i1"), ref=_wrap(_fn),
+        example=_binary_example(_name, "i1"),
+    ))
+
+register(OpDef(
+    name="where", family="elementwise ternary",
+    summary="elementwise select: on_true where condition holds, else on_false",
+    doc="`condition ? on_true : on_false` elementwise, with numpy broadcasting of all three operands.",
+    operands=("condition", "on_true", "on_false"), shape=_where_rule,
+    ref=lambda env, a, c, x, y: torch.where(c, x, y),
+    example=('%3 = "sdc.where"(%0, %1, %2) : (tensor<?x4xi1>, tensor<?x4xf32>, tensor<1xf32>) '
+             "-> tensor<?x4xf32>"),
+))

@@ -1,0 +1,144 @@
+"""Shape rules' vocabulary: dims, tensor specs, and the context a rule reports to.
+
+A shape rule is a plain function `rule(ctx, inputs, attrs) -> [TensorSpec]`.
+Dims are ints (static) or `DYN` (unknown at compile time); arithmetic on DYN
+gives DYN, so a rule reads like the formula it implements:
+
+    out = (size + pad - dilation * (k - 1) - 1) // stride + 1
+
+Rules never compare dims themselves: they call `ctx.equal` / `ctx.divisible`,
+which the verifier turns into errors when static dims disagree, and which the
+shape-constraint solver (a later pass) subclasses to record relations between
+symbolic dims.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+
+class _Dynamic:
+    """A dim unknown at compile time. Absorbs arithmetic."""
+
+    _instance: "_Dynamic | None" = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "?"
+
+    def _absorb(self, other):
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _absorb
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __neg__ = _absorb
+
+    def __reduce__(self):
+        return (_Dynamic, ())
+
+
+DYN = _Dynamic()
+Dim = Union[int, _Dynamic]
+
+
+def is_static(d) -> bool:
+    return isinstance(d, int)
+
+
+def ceil_div(a, b):
+    return -((-a) // b)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple
+    dtype: str
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def with_shape(self, shape: Sequence) -> "TensorSpec":
+        return TensorSpec(tuple(shape), self.dtype)
+
+    def with_dtype(self, dtype: str) -> "TensorSpec":
+        return TensorSpec(self.shape, dtype)
+
+    def __str__(self) -> str:
+        dims = "x".join("?" if not is_static(d) else str(d) for d in self.shape)
+        return f"tensor<{dims + 'x' if dims else ''}{self.dtype}>"
+
+
+class ShapeError(Exception):
+    """A shape rule found the operands or attributes inconsistent."""
+
+
+class ShapeContext:
+    """What a rule reports to. This base class checks static dims only."""
+
+    def fail(self, message: str):
+        raise ShapeError(message)
+
+    def equal(self, a, b, message: str):
+        """Require a == b; returns the better-known of the two."""
+        if is_static(a) and is_static(b):
+            if a != b:
+                self.fail(message.format(a=a, b=b))
+            return a
+        return a if is_static(a) else b
+
+    def divisible(self, a, b, message: str):
+        if is_static(a) and is_static(b) and b != 0 and a % b != 0:
+            self.fail(message.format(a=a, b=b))
+
+    def positive(self, a, message: str):
+        if is_static(a) and a < 1:
+            self.fail(message.format(a=a))
+
+    def broadcast(self, *shapes: Sequence, names: Sequence[str] = ()) -> tuple:
+        """Numpy broadcasting of several shapes."""
+        rank = max((len(s) for s in shapes), default=0)
+        out = []
+        for i in range(rank):
+            dims = [s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0]
+            result = 1
+            for d in dims:
+                if is_static(d) and d == 1:
+                    continue
+                if is_static(result) and result == 1:
+                    result = d
+                elif is_static(result) and is_static(d):
+                    if result != d:
+                        self.fail(f"operand shapes are not broadcast-compatible: {_fmt_shapes(shapes, names)}")
+                else:
+                    result = d if is_static(d) else result
+            out.append(result)
+        return tuple(out)
+
+    def axis(self, axis: int, rank: int, what: str = "axis") -> int:
+        if not -rank <= axis < max(rank, 1):
+            self.fail(f"{what} {axis} is out of range for rank {rank}")
+        return axis % rank if rank else 0
+
+    def axes(self, axes: Sequence[int], rank: int, what: str = "axes") -> list[int]:
+        norm = [self.axis(a, rank, what[:-1] if what.endswith("s") else what) for a in axes]
+        if len(set(norm)) != len(norm):
+            self.fail(f"{what} {list(axes)} repeat an axis")
+        return norm
+
+
+def _fmt_shapes(shapes, names) -> str:
+    parts = []
+    for i, s in enumerate(shapes):
+        dims = "x".join(str(d) for d in s)
+        name = names[i] if i < len(names) else f"#{i}"
+        parts.append(f"{name} is [{dims}]")
+    return ", ".join(parts)
+
+
+def shape_str(shape: Sequence) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
