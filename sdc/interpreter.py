@@ -1,0 +1,184 @@
+"""The IR interpreter: runs a module's entry function by each op's reference semantics.
+
+It is the oracle for every transform: a pass must keep `interpret(module, inputs)` the same
+on random inputs. It checks its inputs against the entry signature (static dims, rank,
+element type) and binds the symbolic dims named by `sdc.dims` argument attributes, so
+reshapes and iotas with symbolic shapes evaluate.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from sdc import dtypes
+from sdc.diagnostics import SdcError, from_mlir_error
+from sdc.dialect.attrs import read_dims
+from sdc.dialect.dialect import module_mesh, read_attrs, tensor_spec
+from sdc.dialect.opdef import OPS, RefEnv
+from sdc.dialect.shapes import is_static
+from sdc.mlir import MLIRError, ir, new_context
+
+
+def parse_module(text: str, source_name: str = "<string>", ctx: ir.Context | None = None) -> ir.Operation:
+    """Parse textual IR into a verified module, or raise SdcError with located diagnostics."""
+    ctx = ctx or new_context()
+    with ctx, ir.Location.unknown():
+        try:
+            op = ir.Operation.parse(text, source_name=source_name)
+        except MLIRError as e:
+            diags = from_mlir_error(e)
+            raise SdcError(diags[0].message, diags) from None
+        op = op.operation
+        if op.name != "builtin.module":
+            # Like mlir-opt: a top-level op other than a module gets an implicit module around it.
+            module = ir.Module.create(op.location)
+            module.body.append(op)
+            op = module.operation
+        # The builtin.module operation serves as "the module" everywhere in sdc.
+        return op
+
+
+def entry_function(module, name: str | None = None) -> ir.Operation:
+    """The function to run: `name`, else `@main`, else the module's only function."""
+    body = _module_op(module).regions[0].blocks[0]
+    funcs = [op.operation for op in body.operations if op.operation.name == "func.func"]
+    by_name = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in funcs}
+    if name is not None:
+        if name not in by_name:
+            raise SdcError(f"no function named '{name}' (functions: {', '.join(by_name) or 'none'})")
+        return by_name[name]
+    if "main" in by_name:
+        return by_name["main"]
+    if len(funcs) == 1:
+        return funcs[0]
+    raise SdcError(f"cannot choose an entry function: no @main among {', '.join(by_name) or 'none'}")
+
+
+def _module_op(module) -> ir.Operation:
+    return module.operation if hasattr(module, "operation") else module
+
+
+def arg_dims(fn: ir.Operation) -> list[list | None]:
+    """The `sdc.dims` annotation of each entry argument (None where there is none)."""
+    n = len(fn.regions[0].blocks[0].arguments)
+    if "arg_attrs" not in fn.attributes:
+        return [None] * n
+    out = []
+    for attrs in ir.ArrayAttr(fn.attributes["arg_attrs"]):
+        attrs = ir.DictAttr(attrs)
+        out.append(read_dims(attrs["sdc.dims"]) if "sdc.dims" in attrs else None)
+    return out
+
+
+def _to_torch(value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    return torch.from_numpy(np.ascontiguousarray(np.asarray(value)))
+
+
+def _bind_inputs(fn: ir.Operation, inputs) -> tuple[list[torch.Tensor], dict[str, int]]:
+    args = list(fn.regions[0].blocks[0].arguments)
+    if isinstance(inputs, Mapping):
+        names = [f"arg{i}" for i in range(len(args))]
+        unknown = [k for k in inputs if k not in names]
+        if unknown:
+            raise SdcError(f"unknown input '{unknown[0]}' (inputs: {', '.join(names)})")
+        inputs = [inputs[n] if n in inputs else _missing(n) for n in names]
+    inputs = list(inputs)
+    if len(inputs) != len(args):
+        raise SdcError(f"expected {len(args)} inputs, got {len(inputs)}")
+    symbols: dict[str, int] = {}
+    tensors = []
+    for i, (arg, value, dims) in enumerate(zip(args, inputs, arg_dims(fn))):
+        t = _to_torch(value)
+        spec = tensor_spec(arg.type)
+        got = dtypes.from_torch(t.dtype)
+        if got != spec.dtype:
+            raise SdcError(f"input #{i} has element type {got}, expected {spec.dtype}")
+        if t.dim() != spec.rank:
+            raise SdcError(f"input #{i} has rank {t.dim()}, expected {spec.rank} ({spec})")
+        for d, (size, want) in enumerate(zip(t.shape, spec.shape)):
+            if is_static(want) and size != want:
+                raise SdcError(f"input #{i} dim {d} is {size}, expected {want} ({spec})")
+        for d, name in enumerate(dims or []):
+            if isinstance(name, str):
+                if name in symbols and symbols[name] != t.shape[d]:
+                    raise SdcError(f"input #{i} dim {d} is {t.shape[d]}, but symbol '{name}' is {symbols[name]} "
+                                   "from an earlier input")
+                symbols[name] = int(t.shape[d])
+        tensors.append(t)
+    return tensors, symbols
+
+
+def _missing(name: str):
+    raise SdcError(f"missing input '{name}'")
+
+
+class Interpreter:
+    def __init__(self, module, params: Mapping[str, Any] | None = None, comm=None):
+        self.module = module
+        self.params = {k: _to_torch(v) for k, v in (params or {}).items()}
+        self.comm = comm
+        self.mesh = module_mesh(_module_op(module)) or {}
+
+    def run(self, inputs, entry: str | None = None) -> list[torch.Tensor]:
+        fn = entry_function(self.module, entry)
+        tensors, symbols = _bind_inputs(fn, inputs)
+        env = RefEnv(symbols=symbols, comm=self.comm, mesh=self.mesh)
+        env.params = self.params
+        return self._run_block(fn.regions[0].blocks[0], tensors, env)
+
+    def _run_block(self, block, args: Sequence[torch.Tensor], env: RefEnv) -> list[torch.Tensor]:
+        values: dict[Any, torch.Tensor] = {}
+        for arg, t in zip(block.arguments, args):
+            values[arg] = t
+        for op in block.operations:
+            op = op.operation
+            if op.name == "func.return":
+                return [values[v] for v in op.operands]
+            if not op.name.startswith("sdc."):
+                raise SdcError(f"the interpreter cannot run '{op.name}'")
+            opdef = OPS[op.name[4:]]
+            attrs = read_attrs(opdef, op)
+            if opdef.shape is None and len(op.results):
+                attrs["_result_spec"] = tensor_spec(op.results[0].type)
+            ins = [values[v] for v in op.operands]
+            try:
+                out = opdef.ref(env, attrs, *ins)
+            except SdcError:
+                raise
+            except Exception as e:
+                raise SdcError(f"{_where(op)}'{op.name}' failed: {e}") from e
+            outs = list(out) if isinstance(out, (tuple, list)) else [out]
+            for result, t in zip(op.results, outs):
+                values[result] = t
+        raise SdcError("entry function has no func.return")
+
+
+def _where(op) -> str:
+    from sdc.diagnostics import parse_location
+
+    loc, label = parse_location(str(op.location))
+    return f"{loc or label}: " if (loc or label) else ""
+
+
+def interpret(module_or_text, inputs, params: Mapping[str, Any] | None = None, *, entry: str | None = None,
+              as_torch: bool = False, comm=None) -> list:
+    """Run the entry function of a module (or IR text) on `inputs` (a list, or a dict of `argN`).
+
+    Returns the outputs as numpy arrays (bf16 widened to f32), or torch tensors with `as_torch`.
+    """
+    if isinstance(module_or_text, str):
+        ctx = new_context()
+        module = parse_module(module_or_text, ctx=ctx)
+        with ctx:
+            outs = Interpreter(module, params, comm).run(inputs, entry)
+    else:
+        with _module_op(module_or_text).context:
+            outs = Interpreter(module_or_text, params, comm).run(inputs, entry)
+    if as_torch:
+        return outs
+    return [(t.float() if t.dtype == torch.bfloat16 else t).numpy() for t in outs]

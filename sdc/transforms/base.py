@@ -1,0 +1,110 @@
+"""What every sdc pass shares: options as dataclass fields, diagnostics, and the PassManager hook."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+from sdc.diagnostics import DiagnosticSink
+from sdc.mlir import ir, rewrite
+
+
+class PassOptionError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ModulePass:
+    """Base of sdc passes. A pass is a frozen dataclass: its fields are its options.
+
+    Subclasses set `name` (the pipeline name, e.g. `sdc-verify`) and `summary` (one line for
+    `--list-passes`), and implement `run(module, diag)`. Errors go to `diag` at an op's
+    location; if any error was reported the pass fails once, after it finished looking.
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+
+    def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> "ModulePass":
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values = {}
+        for key, text in options.items():
+            if key not in fields:
+                known = ", ".join(fields) or "none"
+                raise PassOptionError(f"pass '{cls.name}' has no option '{key}' (options: {known})")
+            values[key] = _convert(cls.name, key, fields[key].type, text)
+        return cls(**values)
+
+    def add_to(self, pm, sink: DiagnosticSink) -> None:
+        def run(op, pass_) -> None:
+            before = len([d for d in sink.diagnostics if d.severity == "error"])
+            self.run(op, sink)
+            after = len([d for d in sink.diagnostics if d.severity == "error"])
+            if after > before:
+                pass_.signal_pass_failure()
+
+        pm.add(run, name=self.name, argument=self.name, description=self.summary)
+
+
+def _convert(pass_name: str, key: str, annotation, text: str):
+    kind = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    try:
+        if kind == "bool":
+            if text.lower() in ("true", "1", "yes", "on"):
+                return True
+            if text.lower() in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(text)
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        return text
+    except ValueError:
+        raise PassOptionError(f"pass '{pass_name}' option '{key}' expects a {kind}, found '{text}'") from None
+
+
+# ---------------------------------------------------------------- rewrite patterns
+
+Pattern = Callable[[ir.Operation, "rewrite.PatternRewriter"], bool]
+
+
+def pattern_set(patterns: dict[str, list[Pattern]]) -> "rewrite.FrozenRewritePatternSet":
+    """Build a frozen pattern set from {op name: [pattern, ...]}.
+
+    A pattern here returns True when it rewrote the IR. The upstream driver wants the
+    opposite (a falsy value means "matched"), so this is the one place that flips it.
+    """
+    rps = rewrite.RewritePatternSet()
+    for op_name, fns in patterns.items():
+        for fn in fns:
+            rps.add(op_name, _upstream_convention(fn))
+    return rps.freeze()
+
+
+def _upstream_convention(fn: Pattern):
+    def adapted(op, rewriter) -> bool:
+        op = op.operation if hasattr(op, "operation") else op
+        return not fn(op, rewriter)
+
+    adapted.__name__ = fn.__name__
+    return adapted
+
+
+def walk_ops(root: ir.Operation, prefix: str = "sdc."):
+    """Every op under `root` (pre-order) whose name starts with `prefix`."""
+    found: list[ir.Operation] = []
+
+    def visit(op):
+        op = op.operation if hasattr(op, "operation") else op
+        if op.name.startswith(prefix):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found

@@ -1,0 +1,179 @@
+"""sdc-canonicalize: local simplifications every later pass can rely on.
+
+Patterns (each a small function; see PATTERNS):
+- a cast to the operand's own type disappears; a cast of a lossless cast casts once;
+- a reshape of a reshape is one reshape; a reshape to the operand's own static type disappears;
+- a transpose of a transpose is one transpose, and an identity transpose disappears;
+- squeeze/unsqueeze/reshape/transpose/cast/... of constants fold when the result is small
+  (at most FOLD_LIMIT elements): shape computations exported graphs build at run time
+  become literals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sdc import dtypes
+from sdc.diagnostics import DiagnosticSink
+from sdc.dialect.dense import DenseValue
+from sdc.dialect.dialect import create, read_attrs, tensor_spec
+from sdc.dialect.opdef import OPS, RefEnv
+from sdc.dialect.shapes import is_static
+from sdc.mlir import ir, rewrite
+from sdc.transforms.base import ModulePass, pattern_set
+
+FOLD_LIMIT = 4096
+
+
+def _producer(value: ir.Value, name: str) -> ir.Operation | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = owner.operation if hasattr(owner, "operation") else owner
+    return owner if owner.name == name else None
+
+
+def _attrs(op: ir.Operation) -> dict:
+    return read_attrs(OPS[op.name[4:]], op)
+
+
+def _replace_with(rewriter, op: ir.Operation, name: str, operands, attrs: dict) -> None:
+    with rewriter.ip:
+        new = create(name, operands, attrs, result_types=[r.type for r in op.results], loc=op.location)
+    rewriter.replace_op(op, new.results)
+
+
+# ---------------------------------------------------------------- casts
+
+_LOSSLESS = {
+    "i1": {"i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64", "f16", "bf16", "f32", "f64"},
+    "i8": {"i16", "i32", "i64", "f16", "bf16", "f32", "f64"},
+    "i16": {"i32", "i64", "f32", "f64"},
+    "i32": {"i64", "f64"},
+    "ui8": {"ui16", "ui32", "ui64", "i16", "i32", "i64", "f16", "bf16", "f32", "f64"},
+    "ui16": {"ui32", "ui64", "i32", "i64", "f32", "f64"},
+    "ui32": {"ui64", "i64", "f64"},
+    "f16": {"f32", "f64"},
+    "bf16": {"f32", "f64"},
+    "f32": {"f64"},
+}
+
+
+def cast_to_same_type(op, rewriter) -> bool:
+    if op.operands[0].type != op.results[0].type:
+        return False
+    rewriter.replace_op(op, [op.operands[0]])
+    return True
+
+
+def cast_of_lossless_cast(op, rewriter) -> bool:
+    inner = _producer(op.operands[0], "sdc.cast")
+    if inner is None:
+        return False
+    source = tensor_spec(inner.operands[0].type).dtype
+    middle = tensor_spec(inner.results[0].type).dtype
+    if middle not in _LOSSLESS.get(source, ()):
+        return False
+    _replace_with(rewriter, op, "cast", [inner.operands[0]], {"dtype": _attrs(op)["dtype"]})
+    return True
+
+
+# ---------------------------------------------------------------- reshapes and transposes
+
+
+def reshape_of_reshape(op, rewriter) -> bool:
+    inner = _producer(op.operands[0], "sdc.reshape")
+    if inner is None:
+        return False
+    _replace_with(rewriter, op, "reshape", [inner.operands[0]], {"shape": _attrs(op)["shape"]})
+    return True
+
+
+def reshape_to_same_type(op, rewriter) -> bool:
+    t = op.operands[0].type
+    if t != op.results[0].type or not ir.RankedTensorType(t).has_static_shape:
+        return False
+    rewriter.replace_op(op, [op.operands[0]])
+    return True
+
+
+def transpose_of_transpose(op, rewriter) -> bool:
+    inner = _producer(op.operands[0], "sdc.transpose")
+    if inner is None:
+        return False
+    first, second = _attrs(inner)["perm"], _attrs(op)["perm"]
+    composed = [first[p] for p in second]
+    if composed == list(range(len(composed))):
+        rewriter.replace_op(op, [inner.operands[0]])
+    else:
+        _replace_with(rewriter, op, "transpose", [inner.operands[0]], {"perm": composed})
+    return True
+
+
+def identity_transpose(op, rewriter) -> bool:
+    perm = _attrs(op)["perm"]
+    if perm != list(range(len(perm))):
+        return False
+    rewriter.replace_op(op, [op.operands[0]])
+    return True
+
+
+# ---------------------------------------------------------------- constant folding
+
+
+def fold_constant_operands(op, rewriter) -> bool:
+    opdef = OPS.get(op.name[4:])
+    if opdef is None or not opdef.pure or not op.operands or opdef.name == "constant":
+        return False
+    producers = [_producer(v, "sdc.constant") for v in op.operands]
+    if any(p is None for p in producers):
+        return False
+    specs = [tensor_spec(r.type) for r in op.results]
+    if not all(all(is_static(d) for d in s.shape) for s in specs):
+        return False
+    if sum(_numel(s.shape) for s in specs) > FOLD_LIMIT:
+        return False
+    try:
+        inputs = [_attrs(p)["value"].to_torch() for p in producers]
+        out = opdef.ref(RefEnv(), _attrs(op), *inputs)
+    except Exception:  # an op the reference cannot evaluate here stays as it is
+        return False
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    values = []
+    with rewriter.ip:
+        for t, spec, result in zip(outs, specs, op.results):
+            dense = DenseValue(t.to(dtypes.to_torch(spec.dtype)).reshape(spec.shape).contiguous(), spec.dtype)
+            values.append(create("constant", [], {"value": dense}, loc=op.location).results[0])
+    rewriter.replace_op(op, values)
+    return True
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+PATTERNS = {
+    "sdc.cast": [cast_to_same_type, cast_of_lossless_cast],
+    "sdc.reshape": [reshape_to_same_type, reshape_of_reshape],
+    "sdc.transpose": [identity_transpose, transpose_of_transpose],
+}
+FOLDABLE = [name for name, d in OPS.items() if d.pure and d.operands and name != "constant"]
+
+
+@dataclass(frozen=True)
+class CanonicalizePass(ModulePass):
+    """Options: fold (bool, default true) evaluates small ops on constants at compile time."""
+
+    name = "sdc-canonicalize"
+    summary = "fold cast/reshape/transpose chains and small constant expressions"
+    fold: bool = True
+
+    def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
+        patterns = {k: list(v) for k, v in PATTERNS.items()}
+        if self.fold:
+            for name in FOLDABLE:
+                patterns.setdefault(f"sdc.{name}", []).append(fold_constant_operands)
+        rewrite.apply_patterns_and_fold_greedily(module, pattern_set(patterns))
