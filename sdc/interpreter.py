@@ -73,6 +73,18 @@ def arg_dims(fn: ir.Operation) -> list[list | None]:
     return out
 
 
+def arg_names(fn: ir.Operation) -> list[str]:
+    """Entry argument names: their `sdc.name` attribute, else argN."""
+    n = len(fn.regions[0].blocks[0].arguments)
+    names = [f"arg{i}" for i in range(n)]
+    if "arg_attrs" in fn.attributes:
+        for i, attrs in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"])):
+            attrs = ir.DictAttr(attrs)
+            if "sdc.name" in attrs:
+                names[i] = ir.StringAttr(attrs["sdc.name"]).value
+    return names
+
+
 def _to_torch(value: Any) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
@@ -82,7 +94,7 @@ def _to_torch(value: Any) -> torch.Tensor:
 def _bind_inputs(fn: ir.Operation, inputs) -> tuple[list[torch.Tensor], dict[str, int]]:
     args = list(fn.regions[0].blocks[0].arguments)
     if isinstance(inputs, Mapping):
-        names = [f"arg{i}" for i in range(len(args))]
+        names = arg_names(fn)
         unknown = [k for k in inputs if k not in names]
         if unknown:
             raise SdcError(f"unknown input '{unknown[0]}' (inputs: {', '.join(names)})")
@@ -92,21 +104,22 @@ def _bind_inputs(fn: ir.Operation, inputs) -> tuple[list[torch.Tensor], dict[str
         raise SdcError(f"expected {len(args)} inputs, got {len(inputs)}")
     symbols: dict[str, int] = {}
     tensors = []
+    names = arg_names(fn)
     for i, (arg, value, dims) in enumerate(zip(args, inputs, arg_dims(fn))):
         t = _to_torch(value)
         spec = tensor_spec(arg.type)
         got = dtypes.from_torch(t.dtype)
         if got != spec.dtype:
-            raise SdcError(f"input #{i} has element type {got}, expected {spec.dtype}")
+            raise SdcError(f"input '{names[i]}' has element type {got}, expected {spec.dtype}")
         if t.dim() != spec.rank:
-            raise SdcError(f"input #{i} has rank {t.dim()}, expected {spec.rank} ({spec})")
+            raise SdcError(f"input '{names[i]}' has rank {t.dim()}, expected {spec.rank} ({spec})")
         for d, (size, want) in enumerate(zip(t.shape, spec.shape)):
             if is_static(want) and size != want:
-                raise SdcError(f"input #{i} dim {d} is {size}, expected {want} ({spec})")
+                raise SdcError(f"input '{names[i]}' dim {d} is {size}, expected {want} ({spec})")
         for d, name in enumerate(dims or []):
             if isinstance(name, str):
                 if name in symbols and symbols[name] != t.shape[d]:
-                    raise SdcError(f"input #{i} dim {d} is {t.shape[d]}, but symbol '{name}' is {symbols[name]} "
+                    raise SdcError(f"input '{names[i]}' dim {d} is {t.shape[d]}, but symbol '{name}' is {symbols[name]} "
                                    "from an earlier input")
                 symbols[name] = int(t.shape[d])
         tensors.append(t)
@@ -167,7 +180,8 @@ def _where(op) -> str:
 
 def interpret(module_or_text, inputs, params: Mapping[str, Any] | None = None, *, entry: str | None = None,
               as_torch: bool = False, comm=None) -> list:
-    """Run the entry function of a module (or IR text) on `inputs` (a list, or a dict of `argN`).
+    """Run the entry function of a module (or IR text) on `inputs` (a list, or a dict by input name:
+    the argument's `sdc.name`, else `argN`).
 
     Returns the outputs as numpy arrays (bf16 widened to f32), or torch tensors with `as_torch`.
     """
