@@ -58,10 +58,11 @@ class RefEnv:
     mesh: dict[str, int] = field(default_factory=dict)
 
     def dim(self, d) -> int:
+        """A `shape` attribute entry's value: ints as they are, names and expressions evaluated."""
         if isinstance(d, str):
-            if d not in self.symbols:
-                raise KeyError(f"symbolic dim '{d}' is not bound by any input")
-            return self.symbols[d]
+            from sdc.dialect.symexpr import evaluate
+
+            return evaluate(d, self.symbols)
         return int(d)
 
 

@@ -107,30 +107,29 @@ register(OpDef(
 
 
 def _concat_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
-    first = ins[0]
-    axis = ctx.axis(attrs["axis"], first.rank)
-    out = list(first.shape)
-    total = first.shape[axis]
-    for i, t in enumerate(ins[1:], start=1):
-        if t.dtype != first.dtype:
-            ctx.fail(f"operand #{i} element type {t.dtype} differs from operand #0 element type {first.dtype}")
-        if t.rank != first.rank:
-            ctx.fail(f"operand #{i} has rank {t.rank}, operand #0 has rank {first.rank}")
-        for d in range(first.rank):
-            if d != axis:
-                out[d] = ctx.equal(out[d], t.shape[d], f"operand #{i} dim {d} is {{b}}, operand #0 has {{a}}")
-        total = total + t.shape[axis]
-    out[axis] = total
-    return [TensorSpec(tuple(out), first.dtype)]
+    lhs, rhs = ins
+    axis = ctx.axis(attrs["axis"], lhs.rank)
+    if rhs.dtype != lhs.dtype:
+        ctx.fail(f"operand element types differ: lhs is {lhs.dtype}, rhs is {rhs.dtype}")
+    if rhs.rank != lhs.rank:
+        ctx.fail(f"operand ranks differ: lhs has rank {lhs.rank}, rhs has rank {rhs.rank}")
+    out = list(lhs.shape)
+    for d in range(lhs.rank):
+        if d != axis:
+            out[d] = ctx.equal(out[d], rhs.shape[d], f"dim {d} differs: lhs has {{a}}, rhs has {{b}}")
+    out[axis] = lhs.shape[axis] + rhs.shape[axis]
+    return [TensorSpec(tuple(out), lhs.dtype)]
 
 
 register(OpDef(
     name="concat", family="shape",
-    summary="join tensors along an axis",
-    doc="Concatenates one or more tensors of equal rank and element type along `axis`; other dims must agree.",
-    operands=("inputs",), variadic_operand=True, min_operands=1,
+    summary="join two tensors along an axis",
+    doc=("Concatenates `lhs` and `rhs` (equal rank and element type; other dims agree) along `axis`. "
+         "An n-way concatenation is a left-leaning chain of concats, which codegen writes into one buffer: "
+         "IRDL binds every member of a variadic operand group to one type, so sdc ops have fixed arity."),
+    operands=("lhs", "rhs"),
     attrs={"axis": attr("int", doc="the joined dim")},
-    shape=_concat_rule, ref=lambda env, a, *xs: torch.cat(xs, dim=a["axis"]),
+    shape=_concat_rule, ref=lambda env, a, x, y: torch.cat((x, y), dim=a["axis"]),
     example=('%2 = "sdc.concat"(%0, %1) {axis = 1 : i64} : (tensor<?x64x8x8xf32>, tensor<?x32x8x8xf32>) '
              "-> tensor<?x96x8x8xf32>"),
 ))
@@ -257,23 +256,28 @@ register(OpDef(
 def _split_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
     x = ins[0]
     axis = ctx.axis(attrs["axis"], x.rank)
-    sizes = list(attrs["sizes"])
-    if not sizes:
-        ctx.fail("sizes must list at least one part")
-    if any(s < 0 for s in sizes):
-        ctx.fail(f"sizes must be >= 0, found {sizes}")
-    ctx.equal(x.shape[axis], sum(sizes), "sizes add up to {b}, but the dim has {a}")
-    return [x.with_shape(x.shape[:axis] + (s,) + x.shape[axis + 1:]) for s in sizes]
+    parts = attrs["parts"]
+    if parts < 1:
+        ctx.fail(f"parts must be >= 1, found {parts}")
+    ctx.divisible(x.shape[axis], parts, f"dim {axis} of size {{a}} does not split into {{b}} equal parts")
+    part = x.with_shape(x.shape[:axis] + (x.shape[axis] // parts,) + x.shape[axis + 1:])
+    return [part] * parts
+
+
+def _split_ref(env, a, x):
+    axis = a["axis"] % x.dim()
+    return tuple(t.contiguous() for t in torch.split(x, x.shape[axis] // a["parts"], dim=axis))
 
 
 register(OpDef(
     name="split", family="shape",
-    summary="cut a tensor into parts along an axis",
-    doc="Splits `operand` along `axis` into parts of `sizes` (which add up to the dim); one result per part.",
+    summary="cut a tensor into equal parts along an axis",
+    doc=("Splits `operand` along `axis` into `parts` equal pieces (the dim must divide evenly), one result "
+         "per piece. Uneven splits are slices (all results of an IRDL variadic group share one type)."),
     operands=("operand",), results=("results",), variadic_results=True,
-    attrs={"axis": attr("int", doc="the split dim"), "sizes": attr("ints", doc="part lengths")},
-    shape=_split_rule, ref=lambda env, a, x: tuple(t.contiguous() for t in torch.split(x, list(a["sizes"]), dim=a["axis"])),
-    example=('%1:3 = "sdc.split"(%0) {axis = 2 : i64, sizes = array<i64: 768, 768, 768>} '
+    attrs={"axis": attr("int", doc="the split dim"), "parts": attr("int", doc="how many equal pieces")},
+    shape=_split_rule, ref=_split_ref,
+    example=('%1:3 = "sdc.split"(%0) {axis = 2 : i64, parts = 3 : i64} '
              ": (tensor<?x?x2304xf32>) -> (tensor<?x?x768xf32>, tensor<?x?x768xf32>, tensor<?x?x768xf32>)"),
 ))
 

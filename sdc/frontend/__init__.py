@@ -1,0 +1,1 @@
+"""Model importers: ONNX (sdc.frontend.onnx); torch.export and StableHLO come later."""

@@ -1,0 +1,365 @@
+"""ONNX -> sdc dialect.
+
+    imported = import_onnx("model.onnx", input_shapes={"x": ["B", 3, 224, 224]})
+    imported.module      # builtin.module with func.func @main (in imported.context)
+    imported.params      # weights by sdc.parameter name
+
+The importer is a few parts with one job each: `ImportConfig`; `load_model` (bytes, files and
+external data, with the directory confinement rules); `GraphIndex`, a read-only view of the
+graph that finds dangling references and cycles; and `NodeImporter` (sdc/frontend/onnx_ops.py),
+one method per ONNX op. Unsupported ops are reported together, before anything is emitted.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import sympy
+import torch
+from onnx import numpy_helper
+
+from sdc.diagnostics import SdcError
+from sdc.dialect import attrs as A
+from sdc.dialect import dialect as D
+from sdc.dialect.shapes import ShapeError, TensorSpec
+from sdc.frontend.values import V, Builder, const_value, ir_shape, is_int, symbol_name
+from sdc.mlir import MLIRError, func, ir, new_context
+
+# ONNX TensorProto element types -> sdc element types
+ONNX_DTYPES: dict[int, str] = {
+    onnx.TensorProto.FLOAT: "f32",
+    onnx.TensorProto.FLOAT16: "f16",
+    onnx.TensorProto.BFLOAT16: "bf16",
+    onnx.TensorProto.DOUBLE: "f64",
+    onnx.TensorProto.BOOL: "i1",
+    onnx.TensorProto.INT8: "i8",
+    onnx.TensorProto.INT16: "i16",
+    onnx.TensorProto.INT32: "i32",
+    onnx.TensorProto.INT64: "i64",
+    onnx.TensorProto.UINT8: "ui8",
+    onnx.TensorProto.UINT16: "ui16",
+    onnx.TensorProto.UINT32: "ui32",
+    onnx.TensorProto.UINT64: "ui64",
+}
+SDC_TO_ONNX = {v: k for k, v in ONNX_DTYPES.items()}
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    """input_shapes: per input, dims to use instead of the model's (ints fix a dim, strings name
+    it); bounds such as B=1..64 are the shape solver's business and are ignored here."""
+
+    input_shapes: dict[str, list] = field(default_factory=dict)
+    entry_name: str = "main"
+
+
+@dataclass
+class ImportedModel:
+    module: ir.Operation
+    context: ir.Context
+    params: dict[str, Any]
+    input_names: list[str]
+    output_names: list[str]
+    source: str = "<model>"
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_model(model: onnx.ModelProto | str | os.PathLike) -> tuple[onnx.ModelProto, str]:
+    """Parse a model (proto or path), with external data confined to the model's directory."""
+    if isinstance(model, onnx.ModelProto):
+        return model, "<model>"
+    path = Path(model)
+    if not path.exists():
+        raise SdcError(f"cannot open '{path}': no such file")
+    if path.is_dir():
+        raise SdcError(f"cannot open '{path}': is a directory")
+    data = path.read_bytes()
+    if not data:
+        raise SdcError(f"'{path}' is empty, not an ONNX model")
+    try:
+        proto = onnx.ModelProto()
+        proto.ParseFromString(data)
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise SdcError(f"'{path}' is not a valid ONNX model (cannot parse: {type(e).__name__})") from None
+    if not proto.HasField("graph") or (not proto.graph.node and not proto.graph.output):
+        raise SdcError(f"'{path}' is not a valid ONNX model (no graph)")
+    _load_external_data(proto, path.parent)
+    return proto, str(path)
+
+
+def _load_external_data(proto: onnx.ModelProto, base: Path) -> None:
+    base = base.resolve()
+    for tensor in _all_tensors(proto.graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info.get("location", "")
+        target = _confined(base, location, tensor.name)
+        offset = int(info.get("offset", 0) or 0)
+        length = info.get("length")
+        try:
+            with open(target, "rb") as f:
+                f.seek(offset)
+                raw = f.read(int(length)) if length else f.read()
+        except OSError as e:
+            raise SdcError(f"tensor '{tensor.name}': cannot read external data '{location}': {e.strerror}") from None
+        tensor.raw_data = raw
+        tensor.data_location = onnx.TensorProto.DEFAULT
+        del tensor.external_data[:]
+
+
+def _confined(base: Path, location: str, tensor: str) -> Path:
+    if not location:
+        raise SdcError(f"tensor '{tensor}': external data has no location")
+    if os.path.isabs(location) or location.startswith(("/", "\\")):
+        raise SdcError(f"tensor '{tensor}': external data path '{location}' is absolute; it must be "
+                       "relative to the model's directory")
+    if ".." in Path(location).parts:
+        raise SdcError(f"tensor '{tensor}': external data path '{location}' leaves the model's directory")
+    target = (base / location).resolve()
+    if base not in target.parents and target != base:
+        raise SdcError(f"tensor '{tensor}': external data path '{location}' leaves the model's directory "
+                       "(through a symlink)")
+    if not target.is_file():
+        raise SdcError(f"tensor '{tensor}': external data file '{location}' does not exist")
+    return target
+
+
+def _all_tensors(graph: onnx.GraphProto):
+    yield from graph.initializer
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                yield a.t
+            elif a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_tensors(a.g)
+
+
+# ---------------------------------------------------------------- the graph, read-only
+
+
+class GraphIndex:
+    """Names, producers and a topological order of one graph; reports what does not connect."""
+
+    def __init__(self, graph: onnx.GraphProto):
+        self.graph = graph
+        self.initializers = {t.name: t for t in graph.initializer}
+        self.inputs = [i for i in graph.input if i.name not in self.initializers]
+        self.outputs = list(graph.output)
+        self.value_info = {vi.name: vi for vi in list(graph.value_info) + list(graph.output) + list(graph.input)}
+        self.node_names = [_node_label(n, i) for i, n in enumerate(graph.node)]
+        self.order = self._topological_order()
+
+    def _topological_order(self) -> list[int]:
+        produced_by: dict[str, int] = {}
+        for i, node in enumerate(self.graph.node):
+            for out in node.output:
+                if out:
+                    produced_by[out] = i
+        available = set(self.initializers) | {i.name for i in self.graph.input} | {""}
+        problems = []
+        for i, node in enumerate(self.graph.node):
+            for name in node.input:
+                if name not in available and name not in produced_by:
+                    problems.append(f"node '{self.node_names[i]}' ({node.op_type}) reads '{name}', which no node, "
+                                    "input or initializer produces")
+        for out in self.outputs:
+            if out.name not in available and out.name not in produced_by:
+                problems.append(f"graph output '{out.name}' is produced by no node, input or initializer")
+        if problems:
+            raise SdcError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        # Kahn's algorithm over node dependencies; nodes are usually already sorted.
+        deps = [{produced_by[n] for n in node.input if n in produced_by} for node in self.graph.node]
+        users: dict[int, list[int]] = {}
+        for i, d in enumerate(deps):
+            for j in d:
+                users.setdefault(j, []).append(i)
+        pending = [len(d) for d in deps]
+        ready = [i for i, p in enumerate(pending) if p == 0]
+        order = []
+        while ready:
+            i = ready.pop(0)
+            order.append(i)
+            for u in users.get(i, []):
+                pending[u] -= 1
+                if pending[u] == 0:
+                    ready.append(u)
+        if len(order) != len(deps):
+            stuck = [self.node_names[i] for i, p in enumerate(pending) if p > 0]
+            raise SdcError(f"the graph has a cycle through node(s) {', '.join(repr(s) for s in stuck[:5])}"
+                           + (" ..." if len(stuck) > 5 else ""))
+        return order
+
+
+def _node_label(node: onnx.NodeProto, index: int) -> str:
+    return node.name or f"{node.op_type}_{index}"
+
+
+# ---------------------------------------------------------------- import
+
+
+def model_opset(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in DEFAULT_DOMAINS:
+            return o.version
+    return 1
+
+
+def check_supported(model: onnx.ModelProto, index: GraphIndex) -> None:
+    """One error listing every unsupported (op_type, opset, node) in the model."""
+    from sdc.frontend.onnx_ops import NodeImporter
+
+    opset = model_opset(model)
+    missing = []
+    for i, node in enumerate(index.graph.node):
+        if node.domain not in DEFAULT_DOMAINS:
+            missing.append(f"{node.domain}.{node.op_type} (domain '{node.domain}', node '{index.node_names[i]}')")
+        elif not NodeImporter.supports(node.op_type):
+            missing.append(f"{node.op_type} (opset {opset}, node '{index.node_names[i]}')")
+    if missing:
+        listing = "; ".join(missing[:50]) + (f"; ... {len(missing) - 50} more" if len(missing) > 50 else "")
+        raise SdcError(f"unsupported ONNX op{'s' if len(missing) > 1 else ''} ({len(missing)}): {listing}")
+
+
+def import_onnx(model, input_shapes: dict[str, list] | None = None, config: ImportConfig | None = None) -> ImportedModel:
+    """Import an ONNX ModelProto or file into the sdc dialect."""
+    config = config or ImportConfig(input_shapes=dict(input_shapes or {}))
+    proto, source = load_model(model)
+    index = GraphIndex(proto.graph)
+    check_supported(proto, index)
+    unknown = [n for n in config.input_shapes if n not in {i.name for i in index.inputs}]
+    if unknown:
+        names = ", ".join(f"'{i.name}'" for i in index.inputs)
+        raise SdcError(f"--input-shape names '{unknown[0]}', which is not a model input (inputs: {names})")
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        return _Importer(proto, index, config, ctx, source).run()
+
+
+class _Importer:
+    def __init__(self, model, index: GraphIndex, config: ImportConfig, ctx, source: str):
+        self.model, self.index, self.config, self.ctx, self.source = model, index, config, ctx, source
+        self.params: dict[str, Any] = {}
+        self.values: dict[str, V] = {}
+        self.fresh = 0
+        self._current_name = "const"
+        self.builder = Builder(self.params, self._param_name)
+
+    def _param_name(self) -> str:
+        return symbol_name(self._current_name) if self._current_name else "const"
+
+    def run(self) -> ImportedModel:
+        file_loc = ir.Location.file(Path(self.source).name, 0, 0)
+        with ir.Location.unknown():
+            module = ir.Module.create(file_loc)
+        arg_types, arg_attrs = [], []
+        for inp in self.index.inputs:
+            dtype, sym = self._input_signature(inp)
+            arg_types.append(D.tensor_type(TensorSpec(ir_shape(sym), dtype)))
+            dims = [d if is_int(d) else str(d) for d in sym]
+            arg_attrs.append(ir.DictAttr.get({"sdc.name": ir.StringAttr.get(inp.name), "sdc.dims": A.dims(dims)}))
+            self.values[inp.name] = V(dtype, sym)
+        with ir.InsertionPoint(module.body), file_loc:
+            fn = func.FuncOp(self.config.entry_name, (arg_types, []))
+            fn.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
+            block = fn.add_entry_block()
+        for inp, arg in zip(self.index.inputs, block.arguments):
+            self.values[inp.name].value = arg
+        for name, tensor in self.index.initializers.items():
+            self.values[name] = self._initializer(tensor)
+        from sdc.frontend.onnx_ops import NodeImporter
+
+        importer = NodeImporter(self, model_opset(self.model))
+        with ir.InsertionPoint(block):
+            for i in self.index.order:
+                node = self.index.graph.node[i]
+                label = self.index.node_names[i]
+                self._current_name = node.output[0] if node.output else label
+                loc = ir.Location.name(label, childLoc=ir.Location.file(Path(self.source).name, i + 1, 0))
+                self.builder.loc = loc
+                with loc:
+                    try:
+                        outs = importer.import_node(node, [self.values[n] if n else None for n in node.input])
+                    except (ShapeError, ValueError) as e:
+                        raise SdcError(f"node '{label}' ({node.op_type}): {e}") from None
+                    except MLIRError as e:
+                        detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
+                        raise SdcError(f"node '{label}' ({node.op_type}): {detail}") from None
+                for name, v in zip(node.output, outs):
+                    if name:
+                        self.values[name] = v
+            results, result_attrs = [], []
+            self.builder.loc = file_loc
+            for out in self.index.outputs:
+                self._current_name = out.name
+                v = self.values[out.name]
+                results.append(self.builder.tensor(v))
+                result_attrs.append(ir.DictAttr.get({"sdc.name": ir.StringAttr.get(out.name)}))
+            func.ReturnOp(results, loc=file_loc)
+        fn.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(arg_types, [r.type for r in results]))
+        fn.attributes["res_attrs"] = ir.ArrayAttr.get(result_attrs)
+        op = module.operation
+        try:
+            op.verify()
+        except MLIRError as e:
+            detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
+            raise SdcError(f"imported IR does not verify: {detail}") from None
+        return ImportedModel(op, self.ctx, self.params, [i.name for i in self.index.inputs],
+                             [o.name for o in self.index.outputs], self.source)
+
+    def _input_signature(self, inp: onnx.ValueInfoProto) -> tuple[str, tuple]:
+        ttype = inp.type.tensor_type
+        if not inp.type.HasField("tensor_type"):
+            raise SdcError(f"input '{inp.name}' is not a tensor (sequences, maps and optionals are unsupported)")
+        if ttype.elem_type not in ONNX_DTYPES:
+            name = onnx.TensorProto.DataType.Name(ttype.elem_type) if ttype.elem_type else "undefined"
+            raise SdcError(f"input '{inp.name}' has unsupported element type {name}")
+        dims = []
+        for i, d in enumerate(ttype.shape.dim):
+            if d.HasField("dim_value") and d.dim_value >= 0:
+                dims.append(int(d.dim_value))
+            elif d.HasField("dim_param") and d.dim_param:
+                dims.append(sympy.Symbol(symbol_name(d.dim_param), integer=True, positive=True))
+            else:
+                dims.append(sympy.Symbol(symbol_name(f"{inp.name}_{i}"), integer=True, positive=True))
+        if inp.name in self.config.input_shapes:
+            given = list(self.config.input_shapes[inp.name])
+            if ttype.HasField("shape") and len(given) != len(dims):
+                raise SdcError(f"--input-shape for '{inp.name}' has {len(given)} dims, the model's input has "
+                               f"rank {len(dims)}")
+            dims = []
+            for g in given:
+                if isinstance(g, int) or (isinstance(g, str) and g.isdigit()):
+                    dims.append(int(g))
+                else:
+                    dims.append(sympy.Symbol(symbol_name(str(g)), integer=True, positive=True))
+        elif not ttype.HasField("shape"):
+            raise SdcError(f"input '{inp.name}' has no shape in the model; give one with --input-shape "
+                           f"{inp.name}=DIMS")
+        return ONNX_DTYPES[ttype.elem_type], tuple(dims)
+
+    def _initializer(self, tensor: onnx.TensorProto) -> V:
+        return tensor_value(tensor, f"initializer '{tensor.name}'")
+
+
+def tensor_value(tensor: onnx.TensorProto, what: str) -> V:
+    if tensor.data_type not in ONNX_DTYPES:
+        name = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type else "undefined"
+        raise SdcError(f"{what} has unsupported element type {name}")
+    try:
+        array = numpy_helper.to_array(tensor)
+    except Exception as e:
+        raise SdcError(f"{what} cannot be read: {e}") from None
+    if ONNX_DTYPES[tensor.data_type] == "bf16":
+        t = torch.from_numpy(np.asarray(array, dtype=np.float32)).to(torch.bfloat16)
+        return V("bf16", tuple(t.shape), torch_const=t)
+    return const_value(np.asarray(array))

@@ -1,0 +1,220 @@
+"""Values while importing: run-time tensors, compile-time constants, and symbolic shape vectors.
+
+Importers see three kinds of value, and `Builder.emit` decides which one an op produces:
+
+- a constant (`V.const`, a numpy array): every input known at compile time, so the op is
+  evaluated right away by its reference semantics (this folds weights that a graph computes,
+  e.g. ConstantOfShape of a static shape);
+- a symbolic vector (`V.const` of dtype object, entries ints or sympy expressions): run-time
+  shape arithmetic (Shape -> Gather -> Concat -> Reshape) evaluated over symbolic dims, so it
+  folds to attributes like `shape = ["B", "S", 12, 64]`;
+- a run-time tensor (`V.value`, an `ir.Value`) with its symbolic shape (`V.sym`).
+
+Constants turn into IR only when a run-time op uses them: small ones as `sdc.constant`, big
+ones as `sdc.parameter` whose data goes to the weights.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import sympy
+import torch
+
+from sdc import dtypes
+from sdc.dialect import dialect as D
+from sdc.dialect.dense import DenseValue
+from sdc.dialect.opdef import OPS, RefEnv
+from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec
+from sdc.dialect.symexpr import SymExprError, to_text
+from sdc.mlir import ir
+
+INLINE_LIMIT = 256  # constants up to this many elements stay in the IR text
+FOLD_LIMIT = 1 << 26  # never evaluate a compile-time op producing more elements than this
+
+
+def sym_int(d):
+    """Normalize a dim: python int for numbers, sympy expression for symbols, DYN stays."""
+    if isinstance(d, (int, np.integer)):
+        return int(d)
+    if isinstance(d, sympy.Basic):
+        d = sympy.simplify(d) if not d.is_Atom else d
+        if d.is_Integer:
+            return int(d)
+        return d
+    return d
+
+
+def is_int(d) -> bool:
+    return isinstance(d, int)
+
+
+@dataclass
+class V:
+    """One imported value (see the module docstring)."""
+
+    dtype: str
+    sym: tuple = ()
+    value: ir.Value | None = None
+    const: np.ndarray | None = None
+    torch_const: torch.Tensor | None = None  # for dtypes numpy lacks (bf16)
+
+    @property
+    def is_const(self) -> bool:
+        return (self.const is not None and self.const.dtype != object) or self.torch_const is not None
+
+    @property
+    def is_symbolic(self) -> bool:
+        return self.const is not None and self.const.dtype == object
+
+    @property
+    def known(self) -> bool:
+        return self.const is not None or self.torch_const is not None
+
+    @property
+    def rank(self) -> int:
+        return len(self.sym)
+
+    def as_torch(self) -> torch.Tensor:
+        if self.torch_const is not None:
+            return self.torch_const
+        array = np.ascontiguousarray(self.const)
+        return torch.from_numpy(array if array.flags.writeable else array.copy())
+
+    def ints(self) -> list:
+        """Entries of a known 1-D vector, as ints and sympy expressions."""
+        return [sym_int(x) for x in np.asarray(self.const).reshape(-1).tolist()]
+
+
+def const_value(array: np.ndarray) -> V:
+    array = np.asarray(array)
+    if array.dtype == object:
+        entries = [sym_int(x) for x in array.reshape(-1).tolist()]
+        if all(is_int(e) for e in entries):
+            array = np.array(entries, dtype=np.int64).reshape(array.shape)
+            return V("i64", tuple(array.shape), const=array)
+        return V("i64", tuple(array.shape), const=np.array(entries, dtype=object).reshape(array.shape))
+    return V(dtypes.from_numpy(array.dtype), tuple(array.shape), const=array)
+
+
+def torch_value(t: torch.Tensor) -> V:
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return V("bf16", tuple(t.shape), torch_const=t.contiguous())
+    return V(dtypes.from_torch(t.dtype), tuple(t.shape), const=t.numpy())
+
+
+class SymbolicShapes(ShapeContext):
+    """Shape rules over sympy dims: equalities between static dims are checked, others trusted
+    (the shape-constraint pass proves or guards them later)."""
+
+    def __init__(self, mesh=None):
+        self.mesh = mesh
+
+
+def spec_of(v: V) -> TensorSpec:
+    return TensorSpec(tuple(v.sym), v.dtype)
+
+
+def ir_shape(sym: tuple) -> TensorSpec:
+    return tuple(d if is_int(d) else DYN for d in sym)
+
+
+class Builder:
+    """Emits sdc ops at the current insertion point, folding what is known at compile time."""
+
+    def __init__(self, params: dict[str, np.ndarray], name_hint: Callable[[], str]):
+        self.params = params
+        self.name_hint = name_hint
+        self._materialized: dict[int, ir.Value] = {}
+        self.loc: ir.Location | None = None
+
+    # ---------------------------------------------------------------- materialization
+
+    def tensor(self, v: V, name: str | None = None) -> ir.Value:
+        """The run-time value of `v`, creating a constant or parameter op if needed."""
+        if v.value is not None:
+            return v.value
+        if v.is_symbolic:
+            if v.rank != 1:
+                raise ShapeError("a symbolic shape value of rank other than 1 is needed at run time")
+            dims = [d if is_int(d) else self.dim_text(d) for d in v.ints()]
+            return D.create("dim_values", [], {"dims": dims}, loc=self.loc).results[0]
+        key = id(v)
+        if key in self._materialized:
+            return self._materialized[key]
+        t = v.as_torch()
+        if t.numel() <= INLINE_LIMIT:
+            op = D.create("constant", [], {"value": DenseValue(t.contiguous(), v.dtype)}, loc=self.loc)
+        else:
+            pname = name or self.name_hint()
+            base, i = pname, 1
+            while pname in self.params:
+                i += 1
+                pname = f"{base}_{i}"
+            self.params[pname] = t.contiguous()
+            ttype = D.tensor_type(TensorSpec(tuple(t.shape), v.dtype))
+            op = D.create("parameter", [], {"name": pname}, result_types=[ttype], loc=self.loc)
+        v.value = op.results[0]
+        self._materialized[key] = v.value
+        return v.value
+
+    @staticmethod
+    def dim_text(d) -> str:
+        try:
+            return to_text(d)
+        except SymExprError as e:
+            raise ShapeError(str(e)) from None
+
+    # ---------------------------------------------------------------- emitting
+
+    def emit(self, name: str, inputs: list[V], attrs: dict | None = None, *, fold: bool = True) -> list[V]:
+        """Emit `sdc.<name>` on `inputs` (or evaluate it now if every input is known)."""
+        opdef = OPS[name]
+        attrs = opdef.with_defaults(dict(attrs or {}))
+        specs = opdef.shape(SymbolicShapes(), [spec_of(v) for v in inputs], attrs) if opdef.shape else None
+        if specs is not None:
+            specs = [TensorSpec(tuple(sym_int(d) for d in s.shape), s.dtype) for s in specs]
+        if fold and opdef.pure and inputs and all(v.is_const for v in inputs) and specs is not None:
+            size = sum(_numel(s.shape) for s in specs)
+            if size is not None and size <= FOLD_LIMIT:
+                out = opdef.ref(RefEnv(), attrs, *[v.as_torch() for v in inputs])
+                outs = list(out) if isinstance(out, (tuple, list)) else [out]
+                return [torch_value(t) for t in outs]
+        operands = [self.tensor(v) for v in inputs]
+        spec_attrs = {k: self._attr_text(v) for k, v in attrs.items()}
+        result_types = [D.tensor_type(TensorSpec(ir_shape(s.shape), s.dtype)) for s in specs] if specs else None
+        op = D.create(name, operands, spec_attrs, result_types=result_types, loc=self.loc)
+        return [V(s.dtype, tuple(s.shape), value=r) for s, r in zip(specs, op.results)]
+
+    def emit1(self, name: str, inputs: list[V], attrs: dict | None = None) -> V:
+        return self.emit(name, inputs, attrs)[0]
+
+    def _attr_text(self, value):
+        """Shape attributes may hold sympy dims: print them as dim expressions."""
+        if isinstance(value, (list, tuple)) and any(isinstance(x, sympy.Basic) for x in value):
+            return [self.dim_text(x) if isinstance(x, sympy.Basic) and not x.is_Integer else int(x) for x in value]
+        return value
+
+
+def _numel(shape) -> int | None:
+    n = 1
+    for d in shape:
+        if not is_int(d):
+            return None
+        n *= d
+    return n
+
+
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+def symbol_name(text: str) -> str:
+    """A dim name usable in dim expressions (identifier characters only)."""
+    name = _IDENT.sub("_", text)
+    if not name or name[0].isdigit():
+        name = "d_" + name
+    return name
