@@ -53,9 +53,12 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 @dataclass(frozen=True)
 class ImportConfig:
     """input_shapes: per input, dims to use instead of the model's (ints fix a dim, strings name
-    it); bounds such as B=1..64 are the shape solver's business and are ignored here."""
+    it); bounds such as B=1..64 are the shape solver's business and are ignored here.
+    constant_inputs: inputs whose values are fixed at compile time (they become initializers):
+    how a caller specializes a model whose shapes depend on input values."""
 
     input_shapes: dict[str, list] = field(default_factory=dict)
+    constant_inputs: dict[str, Any] = field(default_factory=dict)
     entry_name: str = "main"
 
 
@@ -67,6 +70,10 @@ class ImportedModel:
     input_names: list[str]
     output_names: list[str]
     source: str = "<model>"
+
+
+class ValueNeededError(SdcError):
+    """The model's shapes depend on an input's value; compile with that input in `constant_inputs`."""
 
 
 # ---------------------------------------------------------------- loading
@@ -93,6 +100,17 @@ def load_model(model: onnx.ModelProto | str | os.PathLike) -> tuple[onnx.ModelPr
         raise SdcError(f"'{path}' is not a valid ONNX model (no graph)")
     _load_external_data(proto, path.parent)
     return proto, str(path)
+
+
+def _freeze_inputs(proto: onnx.ModelProto, values: dict[str, Any]) -> onnx.ModelProto:
+    frozen = onnx.ModelProto()
+    frozen.CopyFrom(proto)
+    names = {i.name for i in frozen.graph.input}
+    for name, value in values.items():
+        if name not in names:
+            raise SdcError(f"constant input '{name}' is not a model input")
+        frozen.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+    return frozen
 
 
 def _load_external_data(proto: onnx.ModelProto, base: Path) -> None:
@@ -229,10 +247,13 @@ def check_supported(model: onnx.ModelProto, index: GraphIndex) -> None:
         raise SdcError(f"unsupported ONNX op{'s' if len(missing) > 1 else ''} ({len(missing)}): {listing}")
 
 
-def import_onnx(model, input_shapes: dict[str, list] | None = None, config: ImportConfig | None = None) -> ImportedModel:
+def import_onnx(model, input_shapes: dict[str, list] | None = None, config: ImportConfig | None = None, *,
+                constant_inputs: dict[str, Any] | None = None) -> ImportedModel:
     """Import an ONNX ModelProto or file into the sdc dialect."""
-    config = config or ImportConfig(input_shapes=dict(input_shapes or {}))
+    config = config or ImportConfig(input_shapes=dict(input_shapes or {}), constant_inputs=dict(constant_inputs or {}))
     proto, source = load_model(model)
+    if config.constant_inputs:
+        proto = _freeze_inputs(proto, config.constant_inputs)
     index = GraphIndex(proto.graph)
     check_supported(proto, index)
     unknown = [n for n in config.input_shapes if n not in {i.name for i in index.inputs}]
@@ -275,7 +296,7 @@ class _Importer:
             self.values[inp.name].value = arg
         for name, tensor in self.index.initializers.items():
             self.values[name] = self._initializer(tensor)
-        from sdc.frontend.onnx_ops import NodeImporter
+        from sdc.frontend.onnx_ops import CompileTimeValueError, NodeImporter
 
         importer = NodeImporter(self, model_opset(self.model))
         with ir.InsertionPoint(block):
@@ -288,6 +309,8 @@ class _Importer:
                 with loc:
                     try:
                         outs = importer.import_node(node, [self.values[n] if n else None for n in node.input])
+                    except CompileTimeValueError as e:
+                        raise ValueNeededError(f"node '{label}' ({node.op_type}): {e}") from None
                     except (ShapeError, ValueError) as e:
                         raise SdcError(f"node '{label}' ({node.op_type}): {e}") from None
                     except MLIRError as e:

@@ -23,6 +23,10 @@ from sdc.frontend.values import V, const_value, is_int, sym_int
 INT64_MAX = 2**63 - 1
 
 
+class CompileTimeValueError(ShapeError):
+    """An op argument that sdc needs at compile time (a shape, axes, a count) is a run-time value."""
+
+
 def node_attrs(node: onnx.NodeProto) -> dict:
     out = {}
     for a in node.attribute:
@@ -79,7 +83,14 @@ REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "
 AXES_INPUT_SINCE = {"ReduceSum": 13}
 
 
-class NodeImporter:
+from sdc.frontend.onnx_ops_indexing import IndexingOps  # noqa: E402
+from sdc.frontend.onnx_ops_nn import NNOps  # noqa: E402
+
+
+class NodeImporter(IndexingOps, NNOps):
+    """Dispatches on op_type. Op groups live in mixins (onnx_ops_indexing.py, onnx_ops_nn.py)
+    that use the helpers below."""
+
     def __init__(self, importer, opset: int):
         self.importer = importer
         self.b = importer.builder
@@ -118,7 +129,7 @@ class NodeImporter:
         if v is None:
             return []
         if not v.known:
-            raise ShapeError(f"{what} must be known at compile time (it is computed at run time here)")
+            raise CompileTimeValueError(f"{what} must be known at compile time (it is computed at run time here)")
         return v.ints()
 
     def static_ints(self, v: V | None, what: str) -> list[int]:
@@ -131,7 +142,7 @@ class NodeImporter:
         if v is None:
             return default
         if not v.is_const:
-            raise ShapeError(f"{what} must be a compile-time constant")
+            raise CompileTimeValueError(f"{what} must be a compile-time constant")
         return np.asarray(v.as_torch().float().numpy() if v.dtype == "bf16" else v.const).reshape(-1)[0].item()
 
     def const(self, array, dtype: str | None = None) -> V:
@@ -261,7 +272,7 @@ class NodeImporter:
             dt = start.const.dtype
             return self.const(np.arange(start.const.item(), limit.const.item(), delta.const.item(), dtype=dt))
         if not all(v.known for v in inputs):
-            raise ShapeError("Range bounds must be known at compile time (possibly symbolic)")
+            raise CompileTimeValueError("Range bounds must be known at compile time (possibly symbolic)")
         s, l, d = (self.known_ints(v, "Range bound")[0] for v in inputs)
         n = sym_int(sympy.Max(sympy.ceiling((l - s) / d), 0)) if not all(is_int(x) for x in (s, l, d)) else max(
             0, math.ceil((l - s) / d))
@@ -526,11 +537,18 @@ class NodeImporter:
     def op_Clip(self, node, inputs, attrs):
         x = inputs[0]
         if self.opset < 11:
-            lo, hi = attrs.get("min", -math.inf), attrs.get("max", math.inf)
-        else:
-            lo = self.scalar(inputs[1] if len(inputs) > 1 else None, "Clip min", -math.inf)
-            hi = self.scalar(inputs[2] if len(inputs) > 2 else None, "Clip max", math.inf)
-        return self.emit("clip", [x], min=float(lo), max=float(hi))
+            return self.emit("clip", [x], min=float(attrs.get("min", -math.inf)), max=float(attrs.get("max", math.inf)))
+        lo = inputs[1] if len(inputs) > 1 else None
+        hi = inputs[2] if len(inputs) > 2 else None
+        if (lo is None or lo.is_const) and (hi is None or hi.is_const):
+            return self.emit("clip", [x], min=float(self.scalar(lo, "Clip min", -math.inf)),
+                             max=float(self.scalar(hi, "Clip max", math.inf)))
+        # Run-time bounds: max(x, min) then min(., max), in the operand's type.
+        if lo is not None:
+            x = self.emit("max", [x, lo])
+        if hi is not None:
+            x = self.emit("min", [x, hi])
+        return x
 
     def op_LeakyRelu(self, node, inputs, attrs):
         return self.emit("leaky_relu", [inputs[0]], alpha=attrs.get("alpha", 0.01))

@@ -81,7 +81,7 @@ class V:
     def as_torch(self) -> torch.Tensor:
         if self.torch_const is not None:
             return self.torch_const
-        array = np.ascontiguousarray(self.const)
+        array = np.asarray(self.const, order="C")
         return torch.from_numpy(array if array.flags.writeable else array.copy())
 
     def ints(self) -> list:
@@ -147,7 +147,7 @@ class Builder:
         if key in self._materialized:
             return self._materialized[key]
         t = v.as_torch()
-        if t.numel() <= INLINE_LIMIT:
+        if t.numel() <= INLINE_LIMIT and v.dtype != "bf16":
             op = D.create("constant", [], {"value": DenseValue(t.contiguous(), v.dtype)}, loc=self.loc)
         else:
             pname = name or self.name_hint()

@@ -113,13 +113,16 @@ UNARY = {
     "selu": (
         lambda a, x: a["gamma"] * torch.where(x > 0, x, a["alpha"] * torch.expm1(x)),
         FLOAT,
-        {"alpha": attr("float", 1.67326319217681884765625), "gamma": attr("float", 1.05070102214813232421875)},
+        {
+            "alpha": attr("float", 1.67326319217681884765625, "scale of the negative part"),
+            "gamma": attr("float", 1.05070102214813232421875, "scale of the whole result"),
+        },
         "gamma * (x if x > 0 else alpha * (e^x - 1))",
     ),
     "hard_sigmoid": (
         lambda a, x: torch.clamp(a["alpha"] * x + a["beta"], 0, 1),
         FLOAT,
-        {"alpha": attr("float", 0.2), "beta": attr("float", 0.5)},
+        {"alpha": attr("float", 0.2, "slope"), "beta": attr("float", 0.5, "offset")},
         "clamp(alpha * x + beta, 0, 1)",
     ),
     "hard_swish": (lambda a, x: x * torch.clamp(x / 6 + 0.5, 0, 1), FLOAT, {}, "x * clamp(x / 6 + 1/2, 0, 1)"),
@@ -233,8 +236,24 @@ def _where_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[T
 
 # ---------------------------------------------------------------- registration
 
+_WIDE_UNSIGNED = None
+
+
 def _wrap(fn):
-    return lambda env, a, *xs: fn(a, *xs)
+    """Reference semantics over any element type: torch's CPU kernels lack most uint16/32/64
+    arithmetic, so those compute in int64 (same bits modulo 2^n) and convert back."""
+
+    def ref(env, a, *xs):
+        global _WIDE_UNSIGNED
+        if _WIDE_UNSIGNED is None:
+            _WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+        if not any(x.dtype in _WIDE_UNSIGNED for x in xs):
+            return fn(a, *xs)
+        original = next(x.dtype for x in xs if x.dtype in _WIDE_UNSIGNED)
+        out = fn(a, *[x.to(torch.int64) if x.dtype in _WIDE_UNSIGNED else x for x in xs])
+        return out.to(original) if out.dtype == torch.int64 else out
+
+    return ref
 
 
 def _example1(name: str, attrs: dict, dtype: str = "f32", result: str | None = None) -> str:
