@@ -269,8 +269,15 @@ class NodeImporter(IndexingOps, NNOps):
     def op_Range(self, node, inputs, attrs):
         start, limit, delta = inputs
         if all(v.is_const for v in inputs):
-            dt = start.const.dtype
-            return self.const(np.arange(start.const.item(), limit.const.item(), delta.const.item(), dtype=dt))
+            import torch
+
+            from sdc.frontend.values import torch_value
+
+            s0, l0, d0 = (v.as_torch().item() for v in inputs)
+            n = max(0, math.ceil((l0 - s0) / d0))
+            ramp = torch.arange(n, dtype=torch.float64 if start.dtype in ("f16", "bf16", "f32", "f64") else torch.int64)
+            values = ramp * d0 + s0
+            return torch_value(values.to(dtypes.to_torch(start.dtype)))
         if not all(v.known for v in inputs):
             raise CompileTimeValueError("Range bounds must be known at compile time (possibly symbolic)")
         s, l, d = (self.known_ints(v, "Range bound")[0] for v in inputs)
@@ -347,7 +354,8 @@ class NodeImporter(IndexingOps, NNOps):
 
     def op_Flatten(self, node, inputs, attrs):
         x = inputs[0]
-        axis = attrs.get("axis", 1) % (x.rank + 1) if x.rank else 0
+        axis = attrs.get("axis", 1)
+        axis = axis + x.rank if axis < 0 else axis
         head, tail = sympy.Integer(1), sympy.Integer(1)
         for d in x.sym[:axis]:
             head *= d
@@ -501,7 +509,8 @@ class NodeImporter(IndexingOps, NNOps):
         b = attrs["blocksize"]
         n, c, h, w = x.sym
         y = self.reshape(x, [n, c, sym_int(h / b), b, sym_int(w / b), b])
-        y = self.emit("transpose", [y], perm=[0, 3, 5, 1, 2, 4])
+        perm = [0, 1, 3, 5, 2, 4] if attrs.get("mode", "DCR") == "CRD" else [0, 3, 5, 1, 2, 4]
+        y = self.emit("transpose", [y], perm=perm)
         return self.reshape(y, [n, sym_int(c * b * b), sym_int(h / b), sym_int(w / b)])
 
     def op_Trilu(self, node, inputs, attrs):

@@ -178,7 +178,7 @@ register(OpDef(
 
 def _pool_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
     x = ins[0]
-    check_dtype(ctx, FLOAT, x, "operand")
+    check_dtype(ctx, FLOAT if "count_include_pad" in attrs else NUMERIC, x, "operand")
     kernel = list(attrs["kernel"])
     if x.rank != len(kernel) + 2:
         ctx.fail(f"input rank {x.rank} does not match a {len(kernel)}-d kernel (expected rank {len(kernel) + 2})")
@@ -203,6 +203,8 @@ def _pool_geometry(a, x):
 
 
 def _max_pool_ref(env, a, x):
+    if not x.is_floating_point():  # integer max pooling, exact in f64 for up to 53-bit values
+        return _max_pool_ref(env, a, x.to(torch.float64)).to(x.dtype)
     n, kernel, strides, dilations, pads, extra = _pool_geometry(a, x)
     xp = _explicit_pad(x, pads, n, -math.inf, extra)
     return _MAXPOOL[n](xp, kernel, strides, 0, dilations)

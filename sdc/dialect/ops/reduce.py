@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from sdc.dialect.opdef import OpDef, attr, register
-from sdc.dialect.ops.elementwise import FLOAT, NUMERIC, check_dtype
+from sdc.dialect.ops.elementwise import ANY, FLOAT, NUMERIC, check_dtype
 from sdc.dialect.shapes import ShapeContext, TensorSpec
 
 
@@ -30,19 +30,38 @@ def _axes(a, x):
     return tuple(sorted(ax % x.dim() for ax in a["axes"])) if a["axes"] else tuple(range(x.dim()))
 
 
-def _reduce_with(fn):
+def _reduce_with(fn, empty):
+    """`empty`: the identity of the reduction, the result over an empty set (None: sum/mean's own)."""
+
     def ref(env, a, x):
         axes = _axes(a, x)
         if not axes:
             return x.clone()
+        if empty is not None and any(x.shape[ax] == 0 for ax in axes):
+            shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if a["keepdims"] else [
+                d for i, d in enumerate(x.shape) if i not in axes]
+            return torch.full(shape, empty(x.dtype), dtype=x.dtype)
         return fn(x, axes, a["keepdims"])
 
     return ref
 
 
+def _lowest(dtype):
+    if dtype == torch.bool:
+        return False
+    return -float("inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+
+
+def _highest(dtype):
+    if dtype == torch.bool:
+        return True
+    return float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
+
+
 def _prod(x, axes, keep):
+    # dtype: torch widens integer products to int64; the result keeps the operand's type.
     for ax in sorted(axes, reverse=True):
-        x = torch.prod(x, dim=ax, keepdim=keep)
+        x = torch.prod(x, dim=ax, keepdim=keep, dtype=x.dtype)
     return x
 
 
@@ -59,12 +78,13 @@ def _count(x, axes):
     return n
 
 
+# name: (function, semantics, value over an empty set, operand category)
 REDUCTIONS = {
-    "reduce_sum": (lambda x, ax, k: torch.sum(x, dim=ax, keepdim=k, dtype=x.dtype), "sum"),
-    "reduce_mean": (_mean, "mean"),
-    "reduce_max": (lambda x, ax, k: torch.amax(x, dim=ax, keepdim=k), "maximum"),
-    "reduce_min": (lambda x, ax, k: torch.amin(x, dim=ax, keepdim=k), "minimum"),
-    "reduce_prod": (_prod, "product"),
+    "reduce_sum": (lambda x, ax, k: torch.sum(x, dim=ax, keepdim=k, dtype=x.dtype), "sum", None, NUMERIC),
+    "reduce_mean": (_mean, "mean", None, NUMERIC),
+    "reduce_max": (lambda x, ax, k: torch.amax(x, dim=ax, keepdim=k), "maximum", _lowest, ANY),
+    "reduce_min": (lambda x, ax, k: torch.amin(x, dim=ax, keepdim=k), "minimum", _highest, ANY),
+    "reduce_prod": (_prod, "product", lambda dt: 1, NUMERIC),
 }
 
 _REDUCE_ATTRS = {
@@ -72,12 +92,12 @@ _REDUCE_ATTRS = {
     "keepdims": attr("bool", False, "keep reduced dims with size 1"),
 }
 
-for _name, (_fn, _sem) in REDUCTIONS.items():
+for _name, (_fn, _sem, _empty, _cat) in REDUCTIONS.items():
     register(OpDef(
         name=_name, family="reduction",
         summary=f"{_sem} over axes",
         doc=f"The {_sem} of `operand` over `axes` (all dims when empty), dropping them unless `keepdims`.",
-        operands=("operand",), attrs=_REDUCE_ATTRS, shape=_reduce_rule(NUMERIC), ref=_reduce_with(_fn),
+        operands=("operand",), attrs=_REDUCE_ATTRS, shape=_reduce_rule(_cat), ref=_reduce_with(_fn, _empty),
         example=(f'%1 = "sdc.{_name}"(%0) {{axes = array<i64: 1>, keepdims = true}} '
                  ": (tensor<?x16xf32>) -> tensor<?x1xf32>"),
     ))
@@ -119,6 +139,13 @@ for _name, _largest in (("argmax", True), ("argmin", False)):
     ))
 
 
+def _half_in_f32(fn, x, axis):
+    """f16/bf16 softmax accumulates in f32, as GPU kernels do, then rounds once."""
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return fn(x.float(), dim=axis).to(x.dtype)
+    return fn(x, dim=axis)
+
+
 def _softmax_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
     check_dtype(ctx, FLOAT, ins[0], "operand")
     ctx.axis(attrs["axis"], ins[0].rank)
@@ -134,7 +161,7 @@ for _name, _fn, _sem in (
         summary=f"{_sem} along an axis",
         doc=f"`{_sem}` along `axis`, computed stably (the maximum is subtracted first).",
         operands=("operand",), attrs={"axis": attr("int", -1, "the normalized dim")},
-        shape=_softmax_rule, ref=lambda env, a, x, _fn=_fn: _fn(x, dim=a["axis"]),
+        shape=_softmax_rule, ref=lambda env, a, x, _fn=_fn: _half_in_f32(_fn, x, a["axis"]),
         example=f'%1 = "sdc.{_name}"(%0) {{axis = -1 : i64}} : (tensor<?x12x?x?xf32>) -> tensor<?x12x?x?xf32>',
     ))
 
