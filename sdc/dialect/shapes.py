@@ -95,6 +95,10 @@ class ShapeContext:
         if is_static(a) and is_static(b) and b != 0 and a % b != 0:
             self.fail(message.format(a=a, b=b))
 
+    def slice_len(self, size, start: int, end: int, step: int):
+        """Length of `[start:end:step]` along a dim that is not static (subclasses may know more)."""
+        return DYN
+
     def positive(self, a, message: str):
         if is_static(a) and a < 1:
             self.fail(message.format(a=a))
@@ -125,7 +129,8 @@ class ShapeContext:
         return axis % rank if rank else 0
 
     def axes(self, axes: Sequence[int], rank: int, what: str = "axes") -> list[int]:
-        norm = [self.axis(a, rank, what[:-1] if what.endswith("s") else what) for a in axes]
+        item = "axis" if what == "axes" else what.removesuffix("s")
+        norm = [self.axis(a, rank, item) for a in axes]
         if len(set(norm)) != len(norm):
             self.fail(f"{what} {list(axes)} repeat an axis")
         return norm

@@ -114,6 +114,19 @@ class SymbolicShapes(ShapeContext):
     def __init__(self, mesh=None):
         self.mesh = mesh
 
+    def slice_len(self, size, start: int, end: int, step: int):
+        """Slices of a symbolic dim whose bounds are clear (from the start or the end, step 1)."""
+        if size is DYN or step != 1:
+            return DYN
+        big = 2**62
+        begin = start if start >= 0 else size + start
+        stop = size if end >= big else (end if end >= 0 else size + end)
+        if start < 0 and end >= big:
+            return -start  # the last -start elements (assumes the dim is at least that long)
+        if start >= 0 and end >= 0 and end < big:
+            return DYN if not is_int(size) else min(size, end) - start
+        return sym_int(stop - begin)
+
 
 def spec_of(v: V) -> TensorSpec:
     return TensorSpec(tuple(v.sym), v.dtype)

@@ -95,8 +95,9 @@ register(OpDef(
 
 
 def shape_attr_dims(shape) -> tuple:
-    """A `shape` attribute's dims as shape-rule dims: symbols and -1 are dynamic."""
-    return tuple(d if isinstance(d, int) and d >= 0 else DYN for d in shape)
+    """A `shape` attribute's dims as shape-rule dims: names in the IR text and -1 are dynamic;
+    symbolic dim objects (what importers pass while building) stay as they are."""
+    return tuple(d if (isinstance(d, int) and d >= 0) or not isinstance(d, (int, str)) else DYN for d in shape)
 
 
 def _iota_rule(ctx: ShapeContext, ins, attrs):

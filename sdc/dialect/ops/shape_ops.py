@@ -153,7 +153,7 @@ def _slice_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[T
         ctx.fail("a step of 0 is not allowed")
     out = list(x.shape)
     for ax, s, e, st in zip(axes, starts, ends, steps):
-        out[ax] = slice_len(x.shape[ax], s, e, st) if is_static(x.shape[ax]) else DYN
+        out[ax] = slice_len(x.shape[ax], s, e, st) if is_static(x.shape[ax]) else ctx.slice_len(x.shape[ax], s, e, st)
     return [TensorSpec(tuple(out), x.dtype)]
 
 
