@@ -142,7 +142,6 @@ class Builder:
     def __init__(self, params: dict[str, np.ndarray], name_hint: Callable[[], str]):
         self.params = params
         self.name_hint = name_hint
-        self._materialized: dict[int, ir.Value] = {}
         self.loc: ir.Location | None = None
 
     # ---------------------------------------------------------------- materialization
@@ -156,9 +155,6 @@ class Builder:
                 raise ShapeError("a symbolic shape value of rank other than 1 is needed at run time")
             dims = [d if is_int(d) else self.dim_text(d) for d in v.ints()]
             return D.create("dim_values", [], {"dims": dims}, loc=self.loc).results[0]
-        key = id(v)
-        if key in self._materialized:
-            return self._materialized[key]
         t = v.as_torch()
         if t.numel() <= INLINE_LIMIT and v.dtype != "bf16":
             op = D.create("constant", [], {"value": DenseValue(t.contiguous(), v.dtype)}, loc=self.loc)
@@ -171,8 +167,7 @@ class Builder:
             self.params[pname] = t.contiguous()
             ttype = D.tensor_type(TensorSpec(tuple(t.shape), v.dtype))
             op = D.create("parameter", [], {"name": pname}, result_types=[ttype], loc=self.loc)
-        v.value = op.results[0]
-        self._materialized[key] = v.value
+        v.value = op.results[0]  # later uses share the one constant or parameter
         return v.value
 
     @staticmethod
