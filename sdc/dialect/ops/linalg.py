@@ -152,6 +152,8 @@ def _conv_ref(env, a, x, w):
     strides = a["strides"] or [1] * n
     dilations = a["dilations"] or [1] * n
     pads = a["pads"] or [0] * (2 * n)
+    if pads[:n] == pads[n:]:  # symmetric: the convolution pads for free
+        return _CONV[n](x, w, None, strides, pads[:n], dilations, a["groups"])
     x = _explicit_pad(x, pads, n, 0.0)
     return _CONV[n](x, w, None, strides, 0, dilations, a["groups"])
 
