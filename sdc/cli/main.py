@@ -1,0 +1,382 @@
+"""sdc: compile a model into an artifact, run an artifact, inspect an artifact.
+
+    sdc compile MODEL [-o OUT.sdc] [--target cpu|cuda] [--input-shape NAME=DIMS ...] [--dump-ir DIR]
+                      [--params FILE]
+    sdc run ARTIFACT [--input NAME=FILE.npy ...] [--output-dir DIR] [--dim NAME=SIZE ...] [--seed N]
+                     [--repeat N]
+    sdc inspect ARTIFACT
+
+MODEL is an ONNX file, or an `.mlir` file of sdc IR whose parameters come from `--params`
+(.safetensors or .npz). User errors print `error: ...` and exit 1; a bad command line exits
+2; `--debug` (or SDC_DEBUG=1) shows tracebacks. `sdc run` and `sdc inspect` need no MLIR.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Sequence, TextIO
+
+from sdc.cli.common import ArgumentParser, UsageError, run_main
+from sdc.diagnostics import SdcError
+
+_SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+BATCH_LIKE = {"b", "n", "bs", "batch", "batch_size", "batchsize", "nbatch"}
+DEFAULT_BATCH_SIZE = 1
+DEFAULT_DIM_SIZE = 16
+
+
+# ---------------------------------------------------------------- command-line values
+
+
+def parse_dims(text: str, what: str) -> list[int | str]:
+    """`1,3,224,224` or `B,3,H,W`: ints and symbol names."""
+    dims: list[int | str] = []
+    for token in (t.strip() for t in text.split(",")):
+        if token.isdigit():
+            dims.append(int(token))
+        elif _SYMBOL.match(token):
+            dims.append(token)
+        else:
+            raise UsageError(f"{what}: '{token}' is not a size or a symbol name (dims look like 1,3,224,224 "
+                             "or B,3,H,W)")
+    return dims
+
+
+def split_assignment(text: str, option: str, first: bool = False) -> tuple[str, str]:
+    """NAME=VALUE, split at the first '=' (`first`) or the last one."""
+    if "=" not in text:
+        raise UsageError(f"{option} expects NAME=VALUE, found '{text}'")
+    name, value = text.split("=", 1) if first else text.rsplit("=", 1)
+    if not name or not value:
+        raise UsageError(f"{option} expects NAME=VALUE, found '{text}'")
+    return name, value
+
+
+def safe_file_name(name: str) -> str:
+    """An output name as a file name: letters, digits, . _ - only, never hidden, never empty."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")
+    return cleaned or "output"
+
+
+# ---------------------------------------------------------------- progress
+
+
+class Progress:
+    """Compile stages on one rewritten stderr line, only when stderr is a terminal."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.started = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            self.stream.write(f"\r\x1b[K[{time.perf_counter() - self.started:6.1f}s] {message}")
+            self.stream.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+# ---------------------------------------------------------------- sdc compile
+
+
+def compile_command(args, out: TextIO) -> int:
+    shapes: dict[str, list[int | str]] = {}
+    for item in args.input_shape:
+        name, dims = split_assignment(item, "--input-shape")
+        shapes[name] = parse_dims(dims, f"--input-shape {name}")
+    from sdc.compiler import build_artifact, check_target, import_model
+
+    check_target(args.target)
+    output = Path(args.output) if args.output else Path(Path(args.model).stem + ".sdc")
+    progress = Progress(sys.stderr)
+    started = time.perf_counter()
+    try:
+        progress(f"importing {args.model}")
+        module, params, options = import_model(args.model, input_shapes=shapes or None, params_file=args.params)
+        path = build_artifact(module, params, output, target=args.target, dump_ir=args.dump_ir, options=options,
+                              progress=progress)
+    finally:
+        progress.done()
+    from sdc.runtime.artifact import read_artifact
+
+    artifact = read_artifact(path)
+    kernels = sum(len(r["steps"]) for r in artifact.plan["ranks"])
+    weights = sum(w.nbytes for w in artifact.weights_info(0).values())
+    out.write(f"wrote {path} ({kernels} kernels, {format_bytes(weights)} of weights) "
+              f"in {time.perf_counter() - started:.2f} s\n")
+    return 0
+
+
+# ---------------------------------------------------------------- sdc run
+
+
+def run_command(args, out: TextIO) -> int:
+    files = dict(split_assignment(item, "--input", first=True) for item in args.input)
+    dims: dict[str, int] = {}
+    for item in args.dim:
+        name, size = split_assignment(item, "--dim")
+        if not size.isdigit():
+            raise UsageError(f"--dim {name}: size must be a non-negative integer, found '{size}'")
+        dims[name] = int(size)
+    import numpy as np
+    import torch
+
+    from sdc.runtime import load
+
+    exe = load(args.artifact)
+    given = {name: read_npy(file, name) for name, file in files.items()}
+    symbols = {s for t in exe.inputs for s in t.symbols}
+    unknown = sorted(set(dims) - symbols)
+    if unknown:
+        raise SdcError(f"--dim {unknown[0]}: no input has a symbolic dim named '{unknown[0]}' "
+                       f"(symbols: {', '.join(sorted(symbols)) or 'none'})")
+    names = {t.name for t in exe.inputs}
+    for name in given:
+        if name not in names:
+            raise SdcError(f"--input {name}: unknown input '{name}' (inputs: {', '.join(sorted(names)) or 'none'})")
+    rng = np.random.default_rng(args.seed)
+    inputs: dict[str, torch.Tensor] = {}
+    for info in exe.inputs:
+        if info.name in given:
+            inputs[info.name] = _as_input(given[info.name], info)
+            out.write(f"input  {info.name}  {info.dtype}{list(inputs[info.name].shape)}  from {files[info.name]}\n")
+        else:
+            shape = [_dim_size(d, i, dims) for i, d in enumerate(info.shape)]
+            inputs[info.name] = random_tensor(rng, info.dtype, shape)
+            out.write(f"input  {info.name}  {info.dtype}{shape}  random\n")
+    times = []
+    outputs: list = []
+    for _ in range(max(1, args.repeat)):
+        started = time.perf_counter()
+        outputs = exe(**inputs)
+        times.append(time.perf_counter() - started)
+    arrays = [(t.float() if t.dtype == torch.bfloat16 else t).numpy() for t in outputs]
+    for info, array in zip(exe.outputs, arrays):
+        out.write(f"output {info.name}  {info.dtype}{list(array.shape)}  {summarize(array)}\n")
+    if args.output_dir:
+        for path, array in zip(write_outputs(Path(args.output_dir), exe.outputs, arrays), arrays):
+            out.write(f"wrote {path}\n")
+    if len(times) == 1:
+        out.write(f"ran in {format_seconds(times[0])}\n")
+    else:
+        times.sort()
+        out.write(f"ran {len(times)} times: median {format_seconds(times[len(times) // 2])}, "
+                  f"min {format_seconds(times[0])}\n")
+    return 0
+
+
+def _dim_size(dim, index: int, chosen: dict[str, int]) -> int:
+    if isinstance(dim, int):
+        return dim
+    if dim in chosen:
+        return chosen[dim]
+    batch_like = dim.lower() in BATCH_LIKE or "batch" in dim.lower() or (dim == "?" and index == 0)
+    size = DEFAULT_BATCH_SIZE if batch_like else DEFAULT_DIM_SIZE
+    if dim != "?":
+        chosen[dim] = size  # a symbol gets one size everywhere it appears
+    return size
+
+
+def read_npy(file: str, name: str):
+    import numpy as np
+
+    try:
+        return np.load(file, allow_pickle=False)
+    except FileNotFoundError:
+        raise SdcError(f"--input {name}: cannot open '{file}': no such file") from None
+    except (OSError, ValueError) as e:
+        raise SdcError(f"--input {name}: cannot read '{file}' as a .npy array: {e}") from None
+
+
+def _as_input(array, info):
+    import numpy as np
+    import torch
+
+    if not isinstance(array, np.ndarray):
+        raise SdcError(f"--input {info.name}: expected one array in a .npy file")
+    if info.dtype == "bf16" and array.dtype == np.float32:  # numpy has no bf16: .npy files carry f32
+        return torch.from_numpy(array).to(torch.bfloat16)
+    if not array.flags.writeable:
+        array = array.copy()
+    return torch.from_numpy(array)
+
+
+def random_tensor(rng, dtype: str, shape: list[int]):
+    """Standard normal floats, integers in [0, 10), random booleans."""
+    import torch
+
+    from sdc import dtypes
+
+    if dtypes.is_float(dtype):
+        t = torch.from_numpy(rng.standard_normal(shape, dtype="float64"))
+    elif dtype == "i1":
+        t = torch.from_numpy(rng.integers(0, 2, shape).astype("bool"))
+    else:
+        t = torch.from_numpy(rng.integers(0, 10, shape))
+    return t.to(dtypes.to_torch(dtype))
+
+
+def summarize(array) -> str:
+    import numpy as np
+
+    if array.size == 0:
+        return "empty"
+    if array.dtype == np.bool_:
+        return f"{int(array.sum())} of {array.size} true"
+    values = array.astype(np.float64)
+    finite = values[np.isfinite(values)]
+    text = (f"min {finite.min():.6g}  max {finite.max():.6g}  mean {finite.mean():.6g}" if finite.size
+            else "no finite values")
+    if finite.size != values.size:
+        text += f"  ({values.size - finite.size} non-finite)"
+    return text
+
+
+def write_outputs(directory: Path, infos: Sequence, arrays: Sequence) -> list[Path]:
+    import numpy as np
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SdcError(f"cannot create the output directory '{directory}': {e.strerror}") from None
+    paths, used = [], set()
+    for i, (info, array) in enumerate(zip(infos, arrays)):
+        stem = safe_file_name(info.name)
+        if stem.lower() in used:
+            stem = f"{stem}_{i}"
+        used.add(stem.lower())
+        path = directory / f"{stem}.npy"
+        try:
+            np.save(path, array, allow_pickle=False)
+        except OSError as e:
+            raise SdcError(f"cannot write '{path}': {e.strerror}") from None
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------- sdc inspect
+
+
+def inspect_command(args, out: TextIO) -> int:
+    from sdc.runtime.artifact import read_artifact
+    from sdc.runtime.signature import format_shape
+
+    a = read_artifact(args.artifact)
+    m = a.manifest
+    mesh = ", ".join(f"{k}={v}" for k, v in m["mesh"].items()) or "none"
+    out.write(f"artifact  {a.root}  (format {m['format_version']}, sdc {m['sdc_version']})\n")
+    out.write(f"target    {m['target']}  world size {m['world_size']}  mesh {mesh}\n")
+    out.write("inputs\n")
+    for t in m["entry"]["inputs"]:
+        out.write(f"  {t['name']}: {t['dtype']}{format_shape(t['shape'])}\n")
+    out.write("outputs\n")
+    for t in m["entry"]["outputs"]:
+        out.write(f"  {t['name']}: {t['dtype']}{format_shape(t['shape'])}\n")
+    guards = m["entry"]["guards"]
+    out.write("guards" + ("  none\n" if not guards else "\n"))
+    for g in guards:
+        out.write(f"  {g['condition']}" + (f"  ({g['message']})" if g.get("message") else "") + "\n")
+    out.write("ranks\n")
+    for r in sorted(a.plan["ranks"], key=lambda r: r["rank"]):
+        weights = a.weights_info(r["rank"])
+        kernels = sum(1 for s in r["steps"] if s.get("kind") == "kernel")
+        ops = sum(len(s.get("ops", [])) for s in r["steps"])
+        total = sum(w.nbytes for w in weights.values())
+        out.write(f"  rank {r['rank']}: {len(r['steps'])} steps, {kernels} kernels, {ops} ops, "
+                  f"{len(weights)} weights ({format_bytes(total)})\n")
+    weights = sorted(a.weights_info(0).values(), key=lambda w: (-w.nbytes, w.name))
+    out.write("weights (rank 0)" + ("  none\n" if not weights else "\n"))
+    shown = weights if args.all else weights[:20]
+    for w in shown:
+        out.write(f"  {w.name}  {w.dtype}{list(w.shape)}  {format_bytes(w.nbytes)}\n")
+    if len(shown) < len(weights):
+        out.write(f"  ... and {len(weights) - len(shown)} more (--all lists them)\n")
+    out.write("files\n")
+    out.write(f"  manifest.json  {format_bytes((a.root / 'manifest.json').stat().st_size)}\n")
+    for rel, info in sorted(m["files"].items()):
+        out.write(f"  {rel}  {format_bytes(info['bytes'])}\n")
+    env = m.get("environment") or {}
+    if env:
+        shown_env = ", ".join(f"{k} {v}" for k, v in env.items() if v and k not in ("platform", "machine"))
+        out.write(f"compiled with  {shown_env}\n")
+    options = m.get("compile_options") or {}
+    if options:
+        out.write("options   " + ", ".join(f"{k}={v}" for k, v in options.items() if v is not None) + "\n")
+    return 0
+
+
+def format_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def format_seconds(s: float) -> str:
+    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
+
+
+# ---------------------------------------------------------------- driver
+
+
+def make_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="sdc", description="Compile models into artifacts, run and inspect artifacts.")
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    c = sub.add_parser("compile", help="compile a model into an artifact directory")
+    c.add_argument("model", help="an ONNX file, or an .mlir file of sdc IR")
+    c.add_argument("-o", "--output", help="the artifact directory (default: MODEL's stem + .sdc, here)")
+    c.add_argument("--target", default="cpu", choices=["cpu", "cuda"], help="what to compile for (default cpu)")
+    c.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
+                   help="an input's dims, e.g. x=B,3,224,224 (repeatable)")
+    c.add_argument("--dump-ir", metavar="DIR", help="write the IR after import and after each pass to DIR")
+    c.add_argument("--params", metavar="FILE", help="parameter values for an .mlir model (.safetensors or .npz)")
+    c.add_argument("--debug", action="store_true", help="show Python tracebacks")
+
+    r = sub.add_parser("run", help="run an artifact on given or random inputs")
+    r.add_argument("artifact", help="the artifact directory")
+    r.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input from a .npy file (repeatable); inputs not given are random")
+    r.add_argument("--output-dir", metavar="DIR", help="write each output as DIR/<name>.npy")
+    r.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
+                   help=f"size of a symbolic dim for random inputs (default {DEFAULT_BATCH_SIZE} for batch-like "
+                        f"names, {DEFAULT_DIM_SIZE} otherwise)")
+    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    r.add_argument("--repeat", type=int, default=1, help="run N times and report the median time")
+    r.add_argument("--debug", action="store_true", help="show Python tracebacks")
+
+    i = sub.add_parser("inspect", help="describe an artifact: signature, ranks, kernels, weights, files")
+    i.add_argument("artifact", help="the artifact directory")
+    i.add_argument("--all", action="store_true", help="list every weight (default: the 20 largest)")
+    i.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    return p
+
+
+COMMANDS = {"compile": compile_command, "run": run_command, "inspect": inspect_command}
+
+
+def sdc_main(argv: list[str]) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        raise UsageError("no command (commands: compile, run, inspect)")
+    return COMMANDS[args.command](args, sys.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(sdc_main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Codegen: plans (`plan`), the artifact writer (`artifact`); kernel renderers per target come later."""

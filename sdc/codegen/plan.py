@@ -1,0 +1,244 @@
+"""The execution plan: a module's entry function as ordered steps per rank, plus its weights.
+
+`build_plan(module, params)` walks `@main` in order. Each sdc op becomes one kernel group (a
+step with one op; fusion will put more ops in a group later). `sdc.parameter` and
+`sdc.constant` make no step: their values are weights, stored in the rank's weights file and
+bound by name at load time. Every value gets an id with its shape (ints, symbol names, "?")
+and dtype, and each step lists the intermediates whose last use it is, so the runtime frees
+them as it goes. The plan is plain JSON (`Plan.to_json()`); see docs/artifact.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from sdc import dtypes
+from sdc.diagnostics import SdcError, parse_location
+from sdc.dialect.attrs import AttrError, read_dims
+from sdc.dialect.dialect import module_mesh, read_attrs, tensor_spec
+from sdc.dialect.opdef import OPS
+from sdc.dialect.shapes import TensorSpec, is_static
+from sdc.interpreter import arg_dims, arg_names, entry_function
+from sdc.mlir import ir
+from sdc.runtime.format import TARGETS, encode_value, weights_file
+
+UNKNOWN = "?"
+
+
+@dataclass
+class RankPlan:
+    rank: int
+    values: dict[str, dict] = field(default_factory=dict)  # id -> {"shape", "dtype"[, "weight"]}
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)
+    weights: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "weights": weights_file(self.rank), "values": self.values,
+                "inputs": self.inputs, "outputs": self.outputs, "steps": self.steps}
+
+
+@dataclass
+class Plan:
+    target: str
+    mesh: dict[str, int]
+    world_size: int
+    inputs: list[dict]  # {"name", "dtype", "shape"}
+    outputs: list[dict]
+    guards: list[dict]  # {"condition", "message"}
+    ranks: list[RankPlan]
+
+    def to_json(self) -> dict:
+        return {"target": self.target, "world_size": self.world_size, "mesh": self.mesh,
+                "ranks": [r.to_json() for r in self.ranks]}
+
+
+def build_plan(module, params: Mapping[str, Any] | None = None, target: str = "cpu") -> Plan:
+    """Plan the module's entry function for `target`; `params` holds the `sdc.parameter` values."""
+    if target not in TARGETS:
+        raise SdcError(f"unknown target '{target}' (targets: {', '.join(TARGETS)})")
+    module_op = module.operation if hasattr(module, "operation") else module
+    mesh = module_mesh(module_op) or {}
+    world_size = 1
+    for size in mesh.values():
+        world_size *= size
+    if world_size != 1:
+        raise SdcError(f"the module's mesh {mesh} has {world_size} devices; planning for more than one "
+                       "device is not supported yet")
+    with module_op.context:
+        builder = _RankBuilder(0, params or {})
+        inputs, outputs = builder.walk(entry_function(module_op))
+    return Plan(target=target, mesh=mesh, world_size=world_size, inputs=inputs, outputs=outputs, guards=[],
+                ranks=[builder.plan])
+
+
+class _RankBuilder:
+    def __init__(self, rank: int, params: Mapping[str, Any]):
+        self.plan = RankPlan(rank)
+        self.params = params
+        self.ids: dict[Any, str] = {}  # ir.Value -> value id
+        self.produced_by: dict[str, int] = {}  # intermediate value id -> index of its step
+        self.last_use: dict[str, int] = {}
+        self.param_errors: list[str] = []
+        self.constants = 0
+
+    # ------------------------------------------------------------ values
+
+    def _new_value(self, value, shape: list | None = None, **extra) -> str:
+        vid = f"v{len(self.plan.values)}"
+        spec = tensor_spec(value.type)
+        dims = [d if is_static(d) else UNKNOWN for d in spec.shape]
+        if shape is not None:  # symbolic names from an annotation refine the type's "?"
+            dims = [s if d == UNKNOWN else d for d, s in zip(dims, shape)]
+        self.plan.values[vid] = {"shape": dims, "dtype": spec.dtype, **extra}
+        self.ids[value] = vid
+        return vid
+
+    def _constant_name(self) -> str:
+        while True:
+            name = f"sdc.constant.{self.constants}"
+            self.constants += 1
+            if name not in self.plan.weights and name not in self.params:
+                return name
+
+    def _store_weight(self, name: str, tensor: torch.Tensor) -> str:
+        self.plan.weights[name] = tensor
+        return name
+
+    # ------------------------------------------------------------ the walk
+
+    def walk(self, fn) -> tuple[list[dict], list[dict]]:
+        block = fn.regions[0].blocks[0]
+        names = arg_names(fn)
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise SdcError(f"two entry inputs are named '{dup}'")
+        inputs = []
+        for arg, name, dims in zip(block.arguments, names, arg_dims(fn)):
+            vid = self._new_value(arg, dims)
+            self.plan.inputs.append(vid)
+            v = self.plan.values[vid]
+            inputs.append({"name": name, "dtype": v["dtype"], "shape": list(v["shape"])})
+        returned = None
+        for op in block.operations:
+            op = op.operation
+            if op.name == "func.return":
+                returned = list(op.operands)
+                break
+            self._op(op)
+        if self.param_errors:
+            raise SdcError("parameters without a usable value: " + "; ".join(self.param_errors))
+        if returned is None:
+            raise SdcError("the entry function has no func.return")
+        outputs = self._outputs(fn, returned)
+        self._free_lists()
+        return inputs, outputs
+
+    def _op(self, op) -> None:
+        if not op.name.startswith("sdc.") or op.name[4:] not in OPS:
+            raise SdcError(f"{_loc(op) or 'the entry function'}: cannot compile '{op.name}': "
+                           "the entry function may hold only sdc ops")
+        opdef = OPS[op.name[4:]]
+        try:
+            attrs = read_attrs(opdef, op)
+        except AttrError as e:
+            raise SdcError(f"{_loc(op)}: '{op.name}' {e}") from None
+        if opdef.name == "parameter":
+            self._parameter(op, attrs["name"])
+            return
+        if opdef.name == "constant":
+            name = self._store_weight(self._constant_name(), attrs["value"].tensor)
+            self._new_value(op.results[0], weight=name)
+            return
+        step_index = len(self.plan.steps)
+        ins = [self.ids[v] for v in op.operands]
+        for vid in ins:
+            self.last_use[vid] = step_index
+        outs = [self._new_value(r) for r in op.results]
+        for vid in outs:
+            self.produced_by[vid] = step_index
+        encoded = {k: encode_value(v, lambda d: self._store_weight(self._constant_name(), d.tensor))
+                   for k, v in attrs.items()}
+        self.plan.steps.append({
+            "kind": "kernel", "id": f"k{step_index}",
+            "ops": [{"op": opdef.name, "attrs": encoded, "inputs": ins, "outputs": outs, "loc": _loc(op)}],
+            "free": [],
+        })
+
+    def _parameter(self, op, name: str) -> None:
+        declared = tensor_spec(op.results[0].type)
+        if name in self.plan.weights:
+            self._check_param(name, self.plan.weights[name], declared)
+        else:
+            tensor = self._param_tensor(name)
+            if tensor is not None and self._check_param(name, tensor, declared):
+                self.plan.weights[name] = tensor
+        self._new_value(op.results[0], weight=name)
+
+    def _param_tensor(self, name: str) -> torch.Tensor | None:
+        if name not in self.params:
+            self.param_errors.append(f"'{name}' is missing")
+            return None
+        value = self.params[name]
+        if isinstance(value, torch.Tensor):
+            return value.detach().cpu()
+        array = np.asarray(value)
+        try:
+            dtypes.from_numpy(array.dtype)
+        except KeyError:
+            self.param_errors.append(f"'{name}' has unsupported dtype {array.dtype}")
+            return None
+        return torch.from_numpy(np.ascontiguousarray(array))
+
+    def _check_param(self, name: str, tensor: torch.Tensor, declared: TensorSpec) -> bool:
+        got = dtypes.from_torch(tensor.dtype)
+        shape = tuple(tensor.shape)
+        if got != declared.dtype or len(shape) != declared.rank or any(
+                is_static(w) and w != s for s, w in zip(shape, declared.shape)):
+            self.param_errors.append(f"'{name}' is {got}{list(shape)}, the IR declares {declared}")
+            return False
+        return True
+
+    def _outputs(self, fn, returned) -> list[dict]:
+        names = [f"output{i}" for i in range(len(returned))]
+        dims: list[list | None] = [None] * len(returned)
+        if "res_attrs" in fn.attributes:
+            for i, attrs in enumerate(ir.ArrayAttr(fn.attributes["res_attrs"])):
+                attrs = ir.DictAttr(attrs)
+                if "sdc.name" in attrs:
+                    names[i] = ir.StringAttr(attrs["sdc.name"]).value
+                if "sdc.dims" in attrs:
+                    dims[i] = read_dims(attrs["sdc.dims"])
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise SdcError(f"two entry outputs are named '{dup}'")
+        outputs = []
+        for value, name, annotated in zip(returned, names, dims):
+            vid = self.ids[value]
+            self.plan.outputs.append(vid)
+            v = self.plan.values[vid]
+            shape = list(v["shape"])
+            if annotated is not None:
+                shape = [a if d == UNKNOWN else d for d, a in zip(shape, annotated)]
+            outputs.append({"name": name, "dtype": v["dtype"], "shape": shape})
+        return outputs
+
+    def _free_lists(self) -> None:
+        """Free each intermediate after the step of its last use (right after its own step when unused)."""
+        keep = set(self.plan.outputs)
+        for vid, produced in self.produced_by.items():
+            if vid in keep:
+                continue
+            last = self.last_use.get(vid, produced)
+            self.plan.steps[last]["free"].append(vid)
+
+
+def _loc(op) -> str:
+    """An op's source location for plan.json: the node name, else FILE:LINE:COL, else ""."""
+    loc, label = parse_location(str(op.location))
+    return label or (str(loc) if loc else "")

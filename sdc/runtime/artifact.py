@@ -1,0 +1,263 @@
+"""Reading an artifact directory, trusting nothing in it.
+
+`read_artifact(path)` checks, before anything else is read: the manifest's format and version,
+that every path it names stays inside the artifact (no absolute paths, no `..`, no symlink
+leading out), and the SHA-256 of every file it lists. Only then are `plan.json` and the
+weights (safetensors: no pickle, no code) read. Every problem is one SdcError that names the
+artifact and the file. No MLIR, no frontends: see docs/artifact.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from sdc import dtypes
+from sdc.diagnostics import SdcError
+from sdc.runtime.format import FORMAT, FORMAT_VERSION, MANIFEST, PLAN, PROGRAM, TARGETS, sha256_file
+
+# safetensors dtype names -> sdc element type names
+SAFETENSORS_DTYPES = {
+    "F16": "f16", "BF16": "bf16", "F32": "f32", "F64": "f64", "BOOL": "i1",
+    "I8": "i8", "I16": "i16", "I32": "i32", "I64": "i64",
+    "U8": "ui8", "U16": "ui16", "U32": "ui32", "U64": "ui64",
+}
+
+
+@dataclass(frozen=True)
+class WeightInfo:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+@dataclass
+class Artifact:
+    """A checked artifact: its manifest and plan as JSON values; weights are read on demand."""
+
+    root: Path
+    manifest: dict
+    plan: dict
+
+    def error(self, file: str, message: str) -> SdcError:
+        return artifact_error(self.root, file, message)
+
+    @property
+    def world_size(self) -> int:
+        return self.manifest["world_size"]
+
+    @property
+    def files(self) -> dict[str, dict]:
+        return self.manifest["files"]
+
+    def rank_plan(self, rank: int) -> dict:
+        for entry in self.plan["ranks"]:
+            if entry["rank"] == rank:
+                return entry
+        raise self.error(PLAN, f"has no plan for rank {rank} (world size {self.world_size})")
+
+    def weights_path(self, rank: int) -> tuple[str, Path]:
+        rel = self.rank_plan(rank)["weights"]
+        return rel, self.root / rel
+
+    def weights_info(self, rank: int) -> dict[str, WeightInfo]:
+        """Names, dtypes and shapes of a rank's weights, from the safetensors header alone."""
+        rel, path = self.weights_path(rank)
+        return read_safetensors_header(path, lambda msg: self.error(rel, msg))
+
+    def load_weights(self, rank: int) -> dict[str, Any]:
+        rel, path = self.weights_path(rank)
+        self.weights_info(rank)  # a malformed header gets our error, not the library's
+        try:
+            from safetensors.torch import load_file
+
+            return load_file(str(path), device="cpu")
+        except Exception as e:  # the library's errors have no common base class
+            raise self.error(rel, f"cannot read the weights: {e}") from None
+
+
+def artifact_error(root: Path | str, file: str, message: str) -> SdcError:
+    return SdcError(f"bad artifact '{root}': {file}: {message}")
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_artifact(path: str | os.PathLike) -> Artifact:
+    root = Path(path)
+    if not root.exists():
+        raise SdcError(f"no artifact at '{root}': no such directory")
+    if not root.is_dir():
+        raise SdcError(f"'{root}' is not an sdc artifact: not a directory")
+    if not (root / MANIFEST).is_file():
+        raise SdcError(f"'{root}' is not an sdc artifact: it has no {MANIFEST}")
+    manifest = _read_json(root, MANIFEST)
+    _check_manifest(root, manifest)
+    for rel, info in manifest["files"].items():
+        _check_file(root, rel, info)
+    plan = _read_json(root, PLAN)
+    artifact = Artifact(root, manifest, plan)
+    _check_plan(artifact)
+    return artifact
+
+
+def _read_json(root: Path, rel: str) -> Any:
+    def no_constants(name: str):
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        text = (root / rel).read_text(encoding="utf-8")
+        return json.loads(text, parse_constant=no_constants)
+    except UnicodeDecodeError:
+        raise artifact_error(root, rel, "is not UTF-8 text") from None
+    except ValueError as e:
+        raise artifact_error(root, rel, f"is not valid JSON: {e}") from None
+    except OSError as e:
+        raise artifact_error(root, rel, f"cannot be read: {e.strerror}") from None
+
+
+def safe_path(root: Path, rel: Any, where: str) -> Path:
+    """`root / rel`, refusing anything that could leave the artifact directory."""
+    if not isinstance(rel, str) or not rel:
+        raise artifact_error(root, where, f"a file path must be a non-empty string, found {rel!r}")
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or "\\" in rel or ":" in rel or rel.startswith("~"):
+        raise artifact_error(root, where, f"path '{rel}' is not relative to the artifact directory")
+    if any(part in ("..", ".") for part in rel.split("/")) or "" in rel.split("/"):
+        raise artifact_error(root, where, f"path '{rel}' leaves the artifact directory or is not normalized")
+    full = root / rel
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(full)
+    if os.path.commonpath([real_root, real]) != real_root or real == real_root:
+        raise artifact_error(root, where, f"path '{rel}' leads outside the artifact directory (symlink)")
+    return full
+
+
+def _check_manifest(root: Path, m: Any) -> None:
+    def bad(msg: str) -> SdcError:
+        return artifact_error(root, MANIFEST, msg)
+
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise bad(f"is not an sdc artifact manifest (its 'format' must be \"{FORMAT}\")")
+    version = m.get("format_version")
+    if version != FORMAT_VERSION:
+        raise bad(f"format version {version!r} is not supported (this sdc reads version {FORMAT_VERSION})")
+    for key, kind in (("sdc_version", str), ("target", str), ("world_size", int), ("mesh", dict),
+                      ("entry", dict), ("files", dict)):
+        if not isinstance(m.get(key), kind) or isinstance(m.get(key), bool):
+            raise bad(f"field '{key}' is missing or not a {kind.__name__}")
+    if m["target"] not in TARGETS:
+        raise bad(f"unknown target '{m['target']}' (targets: {', '.join(TARGETS)})")
+    if m["world_size"] < 1:
+        raise bad(f"world_size must be at least 1, found {m['world_size']}")
+    entry = m["entry"]
+    for key in ("inputs", "outputs", "guards"):
+        if not isinstance(entry.get(key), list):
+            raise bad(f"field 'entry.{key}' is missing or not a list")
+    for key in ("inputs", "outputs"):
+        seen = set()
+        for i, t in enumerate(entry[key]):
+            _check_tensor_desc(t, f"entry.{key}[{i}]", bad)
+            if t["name"] in seen:
+                raise bad(f"entry.{key} has two tensors named '{t['name']}'")
+            seen.add(t["name"])
+    for i, g in enumerate(entry["guards"]):
+        if not (isinstance(g, dict) and isinstance(g.get("condition"), str) and isinstance(g.get("message", ""), str)):
+            raise bad(f"entry.guards[{i}] must be {{\"condition\": str, \"message\": str}}, found {g!r}")
+    for rel, info in m["files"].items():
+        safe_path(root, rel, MANIFEST)
+        if not (isinstance(info, dict) and isinstance(info.get("sha256"), str) and isinstance(info.get("bytes"), int)):
+            raise bad(f"files['{rel}'] must be {{\"sha256\": str, \"bytes\": int}}, found {info!r}")
+    for required in (PLAN, PROGRAM):
+        if required not in m["files"]:
+            raise bad(f"does not list {required}")
+
+
+def _check_tensor_desc(t: Any, where: str, bad) -> None:
+    if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+        raise bad(f"{where} must have a string 'name', found {t!r}")
+    if not isinstance(t.get("dtype"), str) or not dtypes.is_known(t["dtype"]):
+        raise bad(f"{where} ('{t['name']}') has unknown dtype {t.get('dtype')!r}")
+    shape = t.get("shape")
+    if not isinstance(shape, list) or not all(_is_dim(d) for d in shape):
+        raise bad(f"{where} ('{t['name']}') shape must be a list of sizes, symbol names or \"?\", found {shape!r}")
+
+
+def _is_dim(d: Any) -> bool:
+    return (isinstance(d, int) and not isinstance(d, bool) and d >= 0) or (isinstance(d, str) and d != "")
+
+
+def _check_file(root: Path, rel: str, info: dict) -> None:
+    path = safe_path(root, rel, MANIFEST)
+    if not path.exists():
+        raise artifact_error(root, rel, "is missing (listed in manifest.json)")
+    if not path.is_file():
+        raise artifact_error(root, rel, "is not a regular file")
+    size = path.stat().st_size
+    if size != info["bytes"] or sha256_file(path) != info["sha256"].lower():
+        raise artifact_error(root, rel, "does not match its SHA-256 in manifest.json: "
+                                        "the file changed after the artifact was written")
+
+
+def _check_plan(a: Artifact) -> None:
+    plan = a.plan
+
+    def bad(msg: str) -> SdcError:
+        return a.error(PLAN, msg)
+
+    if not isinstance(plan, dict) or not isinstance(plan.get("ranks"), list):
+        raise bad("must be an object with a 'ranks' list")
+    ranks = sorted(r.get("rank") for r in plan["ranks"] if isinstance(r, dict) and isinstance(r.get("rank"), int))
+    if ranks != list(range(a.world_size)) or len(ranks) != len(plan["ranks"]):
+        raise bad(f"must have one plan per rank 0..{a.world_size - 1}")
+    n_in, n_out = len(a.manifest["entry"]["inputs"]), len(a.manifest["entry"]["outputs"])
+    for r in plan["ranks"]:
+        for key, kind in (("weights", str), ("values", dict), ("inputs", list), ("outputs", list), ("steps", list)):
+            if not isinstance(r.get(key), kind):
+                raise bad(f"rank {r['rank']}: field '{key}' is missing or not a {kind.__name__}")
+        safe_path(a.root, r["weights"], PLAN)
+        if r["weights"] not in a.files:
+            raise bad(f"rank {r['rank']}: weights file '{r['weights']}' is not listed in manifest.json")
+        if len(r["inputs"]) != n_in or len(r["outputs"]) != n_out:
+            raise bad(f"rank {r['rank']}: {len(r['inputs'])} inputs and {len(r['outputs'])} outputs, "
+                      f"the manifest's entry has {n_in} and {n_out}")
+
+
+# ---------------------------------------------------------------- safetensors header
+
+
+def read_safetensors_header(path: Path, error) -> dict[str, WeightInfo]:
+    """Parse a safetensors header (8-byte little-endian length, then JSON) without loading data."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise error("is not a safetensors file (too short)")
+            (n,) = struct.unpack("<Q", head)
+            if n > size - 8:
+                raise error("is not a safetensors file (bad header length)")
+            header = json.loads(f.read(n).decode("utf-8"))
+    except SdcError:
+        raise
+    except (OSError, ValueError) as e:
+        raise error(f"is not a safetensors file ({e})") from None
+    if not isinstance(header, dict):
+        raise error("is not a safetensors file (header is not an object)")
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = SAFETENSORS_DTYPES[entry["dtype"]]
+            shape = tuple(int(d) for d in entry["shape"])
+            begin, end = entry["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise error(f"weight '{name}' has an unsupported or malformed header entry {entry!r}") from None
+        out[name] = WeightInfo(name, dtype, shape, int(end) - int(begin))
+    return out

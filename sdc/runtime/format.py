@@ -1,0 +1,79 @@
+"""The artifact format's fixed names and its JSON value encoding, shared by writer and reader.
+
+MLIR-free: the writer (`sdc.codegen.artifact`) and the reader (`sdc.runtime.artifact`) both
+import it. See docs/artifact.md for the format, field by field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+FORMAT = "sdc-artifact"
+FORMAT_VERSION = 1
+
+MANIFEST = "manifest.json"
+PROGRAM = "program.mlir"
+PLAN = "plan.json"
+KERNELS_DIR = "kernels"
+WEIGHTS_DIR = "weights"
+
+TARGETS = ("cpu", "cuda")
+
+
+def weights_file(rank: int) -> str:
+    return f"{WEIGHTS_DIR}/rank{rank}.safetensors"
+
+
+# ---------------------------------------------------------------- attribute values in JSON
+#
+# Plain JSON, readable by jq: non-finite floats (which JSON cannot spell) become
+# {"float": "inf" | "-inf" | "nan"}, and a dense constant becomes {"weight": NAME}, a
+# reference into the rank's weights file. Every other attribute value is a JSON scalar or
+# a list of them.
+
+_NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def encode_float(x: float) -> Any:
+    if math.isfinite(x):
+        return x
+    if math.isnan(x):
+        return {"float": "nan"}
+    return {"float": "inf" if x > 0 else "-inf"}
+
+
+def encode_value(value: Any, dense: Callable[[Any], str]) -> Any:
+    """An attribute value as JSON; `dense(value)` stores a dense constant and returns its weight name."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return encode_float(value)
+    if isinstance(value, (list, tuple)):
+        return [encode_value(v, dense) for v in value]
+    if hasattr(value, "dtype_name") and hasattr(value, "tensor"):
+        return {"weight": dense(value)}
+    raise TypeError(f"cannot encode attribute value {value!r} ({type(value).__name__}) as JSON")
+
+
+def decode_value(value: Any, weight: Callable[[str], Any]) -> Any:
+    """The inverse of `encode_value`; `weight(name)` gives the dense value of a weight reference."""
+    if isinstance(value, list):
+        return [decode_value(v, weight) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"float"} and value["float"] in _NON_FINITE:
+            return _NON_FINITE[value["float"]]
+        if set(value) == {"weight"} and isinstance(value["weight"], str):
+            return weight(value["weight"])
+        raise ValueError(f"unknown encoded value {value!r}")
+    return value
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
