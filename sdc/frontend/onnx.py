@@ -325,7 +325,11 @@ class _Importer:
                 self._current_name = out.name
                 v = self.values[out.name]
                 results.append(self.builder.tensor(v))
-                result_attrs.append(ir.DictAttr.get({"sdc.name": ir.StringAttr.get(out.name)}))
+                named = {"sdc.name": ir.StringAttr.get(out.name)}
+                dims = _dims_text(v.sym)
+                if dims is not None:
+                    named["sdc.dims"] = A.dims(dims)
+                result_attrs.append(ir.DictAttr.get(named))
             func.ReturnOp(results, loc=file_loc)
         fn.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(arg_types, [r.type for r in results]))
@@ -371,7 +375,25 @@ class _Importer:
         return ONNX_DTYPES[ttype.elem_type], tuple(dims)
 
     def _initializer(self, tensor: onnx.TensorProto) -> V:
-        return tensor_value(tensor, f"initializer '{tensor.name}'")
+        v = tensor_value(tensor, f"initializer '{tensor.name}'")
+        v.name = tensor.name
+        return v
+
+
+def _dims_text(sym) -> list | None:
+    """A value's symbolic dims for `sdc.dims` (None when a dim is unknown or inexpressible)."""
+    from sdc.dialect.shapes import DYN
+    from sdc.dialect.symexpr import SymExprError, to_text
+
+    out = []
+    for d in sym:
+        if d is DYN:
+            return None
+        try:
+            out.append(d if is_int(d) else to_text(d))
+        except SymExprError:
+            return None
+    return out
 
 
 def tensor_value(tensor: onnx.TensorProto, what: str) -> V:

@@ -61,6 +61,7 @@ class V:
     value: ir.Value | None = None
     const: np.ndarray | None = None
     torch_const: torch.Tensor | None = None  # for dtypes numpy lacks (bf16)
+    name: str | None = None  # the source's name for a constant (an ONNX initializer), kept for weights
 
     @property
     def is_const(self) -> bool:
@@ -159,7 +160,7 @@ class Builder:
         if t.numel() <= INLINE_LIMIT and v.dtype != "bf16":
             op = D.create("constant", [], {"value": DenseValue(t.contiguous(), v.dtype)}, loc=self.loc)
         else:
-            pname = name or self.name_hint()
+            pname = name or v.name or self.name_hint()
             base, i = pname, 1
             while pname in self.params:
                 i += 1
