@@ -60,7 +60,17 @@ class SdcRep(BackendRep):
         named = dict(inputs) if isinstance(inputs, dict) else dict(zip(self.input_names, inputs))
         exe, named = self._executable_for(named)
         outs = exe(**{k: _from_numpy(v) for k, v in named.items()})
-        return tuple(_to_numpy(o) for o in outs)
+        return tuple(self._as_declared(i, _to_numpy(o)) for i, o in enumerate(outs))
+
+    def _as_declared(self, index: int, array: np.ndarray) -> np.ndarray:
+        """bf16 outputs come back widened to f32 when no torch tensor went in: narrow them again."""
+        outputs = self.model.graph.output if self.model is not None else []
+        if index < len(outputs) and outputs[index].type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
+            import ml_dtypes
+
+            if array.dtype != ml_dtypes.bfloat16:
+                return array.astype(ml_dtypes.bfloat16)
+        return array
 
     def _executable_for(self, named: dict[str, Any]):
         if self.executable is not None:

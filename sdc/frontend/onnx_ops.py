@@ -492,26 +492,37 @@ class NodeImporter(IndexingOps, NNOps):
                 pads = full
         return self.emit("pad", [x], pads=pads, mode=mode, value=float(value))
 
+    @staticmethod
+    def _exact_div(a, b):
+        """a / b for dims that divide exactly (ints stay ints, symbols stay symbolic)."""
+        if is_int(a) and is_int(b):
+            if a % b:
+                raise ShapeError(f"{a} is not divisible by {b}")
+            return a // b
+        return sym_int(a / b)
+
     def op_DepthToSpace(self, node, inputs, attrs):
         x = inputs[0]
         b = attrs["blocksize"]
         n, c, h, w = x.sym
+        cb = self._exact_div(c, b * b)
         if attrs.get("mode", "DCR") == "DCR":
-            y = self.reshape(x, [n, b, b, sym_int(c / (b * b)), h, w])
+            y = self.reshape(x, [n, b, b, cb, h, w])
             y = self.emit("transpose", [y], perm=[0, 3, 4, 1, 5, 2])
         else:
-            y = self.reshape(x, [n, sym_int(c / (b * b)), b, b, h, w])
+            y = self.reshape(x, [n, cb, b, b, h, w])
             y = self.emit("transpose", [y], perm=[0, 1, 4, 2, 5, 3])
-        return self.reshape(y, [n, sym_int(c / (b * b)), sym_int(h * b), sym_int(w * b)])
+        return self.reshape(y, [n, cb, sym_int(h * b), sym_int(w * b)])
 
     def op_SpaceToDepth(self, node, inputs, attrs):
         x = inputs[0]
         b = attrs["blocksize"]
         n, c, h, w = x.sym
-        y = self.reshape(x, [n, c, sym_int(h / b), b, sym_int(w / b), b])
+        hb, wb = self._exact_div(h, b), self._exact_div(w, b)
+        y = self.reshape(x, [n, c, hb, b, wb, b])
         perm = [0, 1, 3, 5, 2, 4] if attrs.get("mode", "DCR") == "CRD" else [0, 3, 5, 1, 2, 4]
         y = self.emit("transpose", [y], perm=perm)
-        return self.reshape(y, [n, sym_int(c * b * b), sym_int(h / b), sym_int(w / b)])
+        return self.reshape(y, [n, sym_int(c * b * b), hb, wb])
 
     def op_Trilu(self, node, inputs, attrs):
         x = inputs[0]
@@ -632,9 +643,6 @@ class NodeImporter(IndexingOps, NNOps):
             y = self.emit("add", [y, c])
         return y
 
-    def op_Einsum(self, node, inputs, attrs):
-        raise ShapeError("Einsum is not supported yet")
-
     def _spatial_pads(self, x: V, kernel: list[int], strides, dilations, attrs) -> list[int]:
         n = len(kernel)
         auto_pad = attrs.get("auto_pad", "NOTSET")
@@ -666,9 +674,6 @@ class NodeImporter(IndexingOps, NNOps):
             b = self.reshape(bias, [1, bias.sym[0]] + [1] * n)
             y = self.emit("add", [y, b])
         return y
-
-    def op_ConvTranspose(self, node, inputs, attrs):
-        raise ShapeError("ConvTranspose is not supported yet")
 
     def _pool(self, name: str, node, inputs, attrs) -> V:
         x = inputs[0]
