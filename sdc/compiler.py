@@ -18,7 +18,16 @@ from typing import Any, Callable, Mapping, Sequence
 from sdc.diagnostics import Diagnostic, DiagnosticSink, SdcError, from_mlir_error
 from sdc.runtime.format import TARGETS
 
-PIPELINE: tuple[str, ...] = ("sdc-verify", "sdc-canonicalize", "cse", "sdc-verify")
+PIPELINE: tuple[str, ...] = ("sdc-verify", "sdc-canonicalize", "cse", "sdc-shape-constraints", "sdc-verify")
+SHAPES = "sdc-shape-constraints"
+
+InputShapes = Mapping[str, Any]  # input -> dims (a list of ints and symbol names); symbol -> int or "LO..HI"
+
+
+def pipeline_for(target: str) -> tuple[str, ...]:
+    """The compile pipeline for `target`: PIPELINE, then layouts and fusion for that target."""
+    return (*PIPELINE[:-1], f"sdc-layout-constraints{{target={target}}}", f"sdc-fuse{{target={target}}}",
+            PIPELINE[-1])
 
 Progress = Callable[[str], None]
 
@@ -40,7 +49,7 @@ def run_pipeline(module, pipeline: Sequence[str] = PIPELINE, dump_ir: str | os.P
     """Run the passes on `module` in place, one at a time (so the IR can be dumped after each).
 
     Diagnostics become one SdcError carrying all of them. With `dump_ir`, the IR before the
-    first pass is `00-input.mlir` and after pass i `NN-<pass>.mlir`.
+    first pass is `00-input.mlir` and after pass i `NN-<pass>.mlir` (the pass name without options).
     """
     from sdc.cli.opt import build_pipeline  # TODO: move build_pipeline out of the CLI (sdc/transforms)
     from sdc.mlir import MLIRError, ir
@@ -66,7 +75,7 @@ def run_pipeline(module, pipeline: Sequence[str] = PIPELINE, dump_ir: str | os.P
             if sink.has_errors:
                 raise _pipeline_error(element, sink.diagnostics)
             if dump_dir is not None:
-                _dump(dump_dir / f"{i:02d}-{element}.mlir", op)
+                _dump(dump_dir / f"{i:02d}-{element.split('{')[0]}.mlir", op)
 
 
 def _pipeline_error(element: str, diags: list[Diagnostic]) -> SdcError:
@@ -86,27 +95,57 @@ def _dump(path: Path, op) -> None:
 # ---------------------------------------------------------------- module -> artifact -> executable
 
 
+def input_shapes_option(input_shapes: InputShapes | None) -> str:
+    """`input_shapes` as the shape pass's `input-shape` option (`x=B,3,224,224 B=1..64`); SdcError if malformed."""
+    from sdc.transforms.shape_constraints import parse_binding
+
+    items = []
+    for name, value in (input_shapes or {}).items():
+        if isinstance(value, (str, int)):
+            text = f"{name}={value}"
+        else:
+            text = f"{name}={','.join(str(d) for d in value)}"
+        try:
+            parse_binding(text)
+        except ValueError as e:
+            raise SdcError(f"--input-shape {e}") from None
+        items.append(text)
+    return " ".join(items)
+
+
+def with_input_shapes(pipeline: Sequence[str], input_shapes: InputShapes | None) -> tuple[str, ...]:
+    """The pipeline with the shape pass given `input_shapes`."""
+    option = input_shapes_option(input_shapes)
+    if not option:
+        return tuple(pipeline)
+    return tuple(f'{SHAPES}{{input-shape="{option}"}}' if e == SHAPES else e for e in pipeline)
+
+
 def build_artifact(module, params: Mapping[str, Any] | None, output: str | os.PathLike, *, target: str = "cpu",
                    dump_ir: str | os.PathLike | None = None, options: Mapping[str, Any] | None = None,
-                   progress: Progress | None = None) -> Path:
-    """Run the pipeline on `module` (in place), plan it and write the artifact `output`."""
+                   progress: Progress | None = None, input_shapes: InputShapes | None = None) -> Path:
+    """Run the pipeline on `module` (in place), plan it and write the artifact `output`.
+
+    `input_shapes` binds or bounds the symbolic dims (see `compile`)."""
     from sdc.codegen.artifact import write_artifact
     from sdc.codegen.plan import build_plan
 
     check_target(target)
-    run_pipeline(module, PIPELINE, dump_ir, progress)
+    pipeline = with_input_shapes(pipeline_for(target), input_shapes)
+    run_pipeline(module, pipeline, dump_ir, progress)
     if progress:
         progress("planning")
     plan = build_plan(module, params or {}, target)
     if progress:
         progress(f"writing {output}")
-    all_options = {"target": target, "pipeline": ",".join(PIPELINE), **dict(options or {})}
+    all_options = {"target": target, "pipeline": ",".join(pipeline), **dict(options or {})}
     return write_artifact(plan, module, output, options=all_options)
 
 
 def compile_module(module, params: Mapping[str, Any] | None = None, *, target: str = "cpu",
                    output: str | os.PathLike | None = None, dump_ir: str | os.PathLike | None = None,
-                   options: Mapping[str, Any] | None = None, progress: Progress | None = None):
+                   options: Mapping[str, Any] | None = None, progress: Progress | None = None,
+                   input_shapes: InputShapes | None = None):
     """Compile an sdc module (changed in place by the passes) with its parameter values; load the result.
 
     With `output=None` the artifact goes to a temporary directory that lives as long as the
@@ -116,11 +155,11 @@ def compile_module(module, params: Mapping[str, Any] | None = None, *, target: s
 
     if output is not None:
         return load(build_artifact(module, params, output, target=target, dump_ir=dump_ir, options=options,
-                                   progress=progress))
+                                   progress=progress, input_shapes=input_shapes))
     tmp = tempfile.TemporaryDirectory(prefix="sdc-")
     try:
         path = build_artifact(module, params, Path(tmp.name) / "model.sdc", target=target, dump_ir=dump_ir,
-                              options=options, progress=progress)
+                              options=options, progress=progress, input_shapes=input_shapes)
         exe = load(path)
     except BaseException:
         tmp.cleanup()
@@ -132,20 +171,24 @@ def compile_module(module, params: Mapping[str, Any] | None = None, *, target: s
 # ---------------------------------------------------------------- models
 
 
-def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int | str]] | None = None,
+def import_model(model: Any, *, input_shapes: InputShapes | None = None,
                  params_file: str | os.PathLike | None = None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """(module, params, options) for an ONNX model (path or ModelProto) or an `.mlir` file.
 
-    An `.mlir` file takes its parameter values from `params_file` (.safetensors or .npz).
+    An `.mlir` file takes its parameter values from `params_file` (.safetensors or .npz). The ONNX
+    importer takes the `input_shapes` that give an input's dims (lists); bounds and values of
+    symbols are for the shape pass (`build_artifact(..., input_shapes=...)`), which applies all
+    of them, to `.mlir` files too.
     """
     if isinstance(model, (str, os.PathLike)):
         path = Path(model)
         if not path.is_file():
             raise SdcError(f"cannot open '{path}': {'is a directory' if path.is_dir() else 'no such file'}")
         if path.suffix == ".mlir":
+            module, params, options = _import_mlir(path, params_file)
             if input_shapes:
-                raise SdcError("input shapes apply to ONNX models; an .mlir file declares its own")
-            return _import_mlir(path, params_file)
+                options["input_shapes"] = dict(input_shapes)
+            return module, params, options
         source = path.name
     else:
         source = f"<{type(model).__name__}>"
@@ -158,8 +201,9 @@ def import_model(model: Any, *, input_shapes: Mapping[str, Sequence[int | str]] 
         if e.name and e.name.startswith("sdc.frontend"):
             raise SdcError("the ONNX frontend (sdc.frontend.onnx) is not available in this sdc") from None
         raise
-    shapes = {k: list(v) for k, v in input_shapes.items()} if input_shapes else None
-    imported = import_onnx(model if not isinstance(model, os.PathLike) else str(model), shapes)
+    dims = {k: list(v) for k, v in (input_shapes or {}).items() if not isinstance(v, (str, int))}
+    imported = import_onnx(model if not isinstance(model, os.PathLike) else str(model), dims or None)
+    shapes = {k: v if isinstance(v, (str, int)) else list(v) for k, v in input_shapes.items()} if input_shapes else None
     return imported.module, dict(imported.params), {"source": source, "frontend": "onnx", "input_shapes": shapes}
 
 
@@ -208,12 +252,13 @@ def read_params(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def compile(model: Any, example_args: Sequence[Any] | None = None, *, target: str = "cpu",
-            input_shapes: Mapping[str, Sequence[int | str]] | None = None, output: str | os.PathLike | None = None,
+            input_shapes: InputShapes | None = None, output: str | os.PathLike | None = None,
             dump_ir: str | os.PathLike | None = None, progress: Progress | None = None):
     """Compile a model into an artifact and load it; returns the `sdc.runtime.Executable`.
 
     `model`: an ONNX model (path or `onnx.ModelProto`), or an `.mlir` file without parameters.
-    `input_shapes`: ONNX input name -> dims (ints or symbol names), overriding the model's.
+    `input_shapes`: input name -> dims (ints or symbol names), overriding the model's; symbol name ->
+    its value (`{"B": 8}`) or range (`{"B": "1..64"}`, `"8.."`, `"..64"`). See docs/shapes.md.
     `output`: the artifact directory (default: a temporary one, alive as long as the executable).
     `dump_ir`: a directory for the IR after import and after each pass.
     `example_args` are for the PyTorch and JAX frontends, which are not there yet.
@@ -226,7 +271,7 @@ def compile(model: Any, example_args: Sequence[Any] | None = None, *, target: st
         progress("importing the model")
     module, params, options = import_model(model, input_shapes=input_shapes)
     exe = compile_module(module, params, target=target, output=output, dump_ir=dump_ir, options=options,
-                         progress=progress)
+                         progress=progress, input_shapes=input_shapes)
     if progress:
         progress(f"compiled in {time.perf_counter() - started:.1f} s")
     return exe

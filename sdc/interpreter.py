@@ -27,7 +27,7 @@ def parse_module(text: str, source_name: str = "<string>", ctx: ir.Context | Non
     ctx = ctx or new_context()
     with ctx, ir.Location.unknown():
         try:
-            op = ir.Operation.parse(text, source_name=source_name)
+            op = _parse_top_level(text, source_name)
         except MLIRError as e:
             diags = from_mlir_error(e)
             raise SdcError(diags[0].message, diags) from None
@@ -39,6 +39,25 @@ def parse_module(text: str, source_name: str = "<string>", ctx: ir.Context | Non
             op = module.operation
         # The builtin.module operation serves as "the module" everywhere in sdc.
         return op
+
+
+_NOT_ONE_TOP_LEVEL_OP = "source must contain a single top-level operation"
+
+
+def _parse_top_level(text: str, source_name: str) -> ir.Operation:
+    """Parse IR text; several top-level ops get an implicit module, as in mlir-opt (and sdc-opt).
+
+    The implicit `module {` takes the place of the first line when that line holds no IR (blank
+    or a comment), so diagnostics keep the text's lines and columns; otherwise MLIR's error stands.
+    """
+    try:
+        return ir.Operation.parse(text, source_name=source_name)
+    except MLIRError as e:
+        first, newline, rest = text.partition("\n")
+        first_is_free = not first.strip() or first.lstrip().startswith("//")
+        if not first_is_free or not any(_NOT_ONE_TOP_LEVEL_OP in d.message for d in e.error_diagnostics):
+            raise
+    return ir.Operation.parse(f"module {{{newline}{rest}\n}}", source_name=source_name)
 
 
 def entry_function(module, name: str | None = None) -> ir.Operation:
@@ -88,7 +107,8 @@ def arg_names(fn: ir.Operation) -> list[str]:
 def _to_torch(value: Any) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value
-    return torch.from_numpy(np.ascontiguousarray(np.asarray(value)))
+    # order="C" keeps rank-0 values rank 0 (np.ascontiguousarray would make them rank 1).
+    return torch.from_numpy(np.asarray(value, order="C"))
 
 
 def _bind_inputs(fn: ir.Operation, inputs) -> tuple[list[torch.Tensor], dict[str, int]]:
@@ -144,14 +164,21 @@ class Interpreter:
         env.params = self.params
         return self._run_block(fn.regions[0].blocks[0], tensors, env)
 
-    def _run_block(self, block, args: Sequence[torch.Tensor], env: RefEnv) -> list[torch.Tensor]:
-        values: dict[Any, torch.Tensor] = {}
+    def _run_block(self, block, args: Sequence[torch.Tensor], env: RefEnv,
+                   values: dict[Any, torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """Run a block's ops; returns what its terminator (func.return, or sdc.yield of a fusion
+        body, which sees the enclosing block's values) names."""
+        values = {} if values is None else values
         for arg, t in zip(block.arguments, args):
             values[arg] = t
         for op in block.operations:
             op = op.operation
-            if op.name == "func.return":
+            if op.name in ("func.return", "sdc.yield"):
                 return [values[v] for v in op.operands]
+            if op.name == "sdc.fusion":
+                for result, t in zip(op.results, self._run_block(op.regions[0].blocks[0], [], env, values)):
+                    values[result] = t
+                continue
             if not op.name.startswith("sdc."):
                 raise SdcError(f"the interpreter cannot run '{op.name}'")
             opdef = OPS[op.name[4:]]
@@ -164,7 +191,9 @@ class Interpreter:
             except SdcError:
                 raise
             except Exception as e:
-                raise SdcError(f"{_where(op)}'{op.name}' failed: {e}") from e
+                # str() of a KeyError is its message in quotes; show the message itself.
+                detail = e.args[0] if isinstance(e, KeyError) and e.args else e
+                raise SdcError(f"{_where(op)}'{op.name}' failed: {detail}") from e
             outs = list(out) if isinstance(out, (tuple, list)) else [out]
             for result, t in zip(op.results, outs):
                 values[result] = t

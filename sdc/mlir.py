@@ -7,8 +7,18 @@ bindings changes this file only. The runtime (`sdc.runtime`) never imports it.
 
 from __future__ import annotations
 
+import sys
+import types
+
 from torch_mlir import ir, passmanager, rewrite  # noqa: F401
 from torch_mlir.dialects import arith, ext, func  # noqa: F401
+
+# Each time the bindings wrap an op they look up its dialect's Python module
+# (`torch_mlir.dialects.<name>`), and they do not remember a miss. sdc's ops come from
+# dialects.ext, so that module does not exist and every op visited cost a failed import
+# (a tenth of a millisecond): an empty module ends the search. Op classes still come from
+# the ext registration.
+sys.modules.setdefault("torch_mlir.dialects.sdc", types.ModuleType("torch_mlir.dialects.sdc"))
 
 PassManager = passmanager.PassManager
 MLIRError = ir.MLIRError

@@ -1,7 +1,7 @@
 """sdc: compile a model into an artifact, run an artifact, inspect an artifact.
 
-    sdc compile MODEL [-o OUT.sdc] [--target cpu|cuda] [--input-shape NAME=DIMS ...] [--dump-ir DIR]
-                      [--params FILE]
+    sdc compile MODEL [-o OUT.sdc] [--target cpu|cuda] [--input-shape NAME=DIMS|SYMBOL=LO..HI ...] [--dump-ir DIR]
+                      [--params FILE] [--explain layout]
     sdc run ARTIFACT [--input NAME=FILE.npy ...] [--output-dir DIR] [--dim NAME=SIZE ...] [--seed N]
                      [--repeat N]
     sdc inspect ARTIFACT
@@ -86,11 +86,27 @@ class Progress:
 # ---------------------------------------------------------------- sdc compile
 
 
+def parse_input_shape(item: str) -> tuple[str, list[int | str] | int | str]:
+    """--input-shape NAME=DIMS (an input's dims), SYMBOL=LO..HI (a range: 1..64, 8.., ..64) or SYMBOL=N."""
+    name, value = split_assignment(item, "--input-shape", first=True)
+    if ".." in value:
+        lo, hi = value.split("..", 1)
+        if not (lo.isdigit() or not lo) or not (hi.isdigit() or not hi) or not (lo or hi) or not _SYMBOL.match(name):
+            raise UsageError(f"--input-shape {item}: a range is SYMBOL=LO..HI with non-negative integers "
+                             "(B=1..64, B=8.., B=..64)")
+        if lo and hi and int(lo) > int(hi):
+            raise UsageError(f"--input-shape {item}: the range is empty")
+        return name, value
+    if value.isdigit():
+        return name, int(value)
+    return name, parse_dims(value, f"--input-shape {name}")
+
+
 def compile_command(args, out: TextIO) -> int:
-    shapes: dict[str, list[int | str]] = {}
+    shapes: dict[str, list[int | str] | int | str] = {}
     for item in args.input_shape:
-        name, dims = split_assignment(item, "--input-shape")
-        shapes[name] = parse_dims(dims, f"--input-shape {name}")
+        name, value = parse_input_shape(item)
+        shapes[name] = value
     from sdc.compiler import build_artifact, check_target, import_model
 
     check_target(args.target)
@@ -101,7 +117,7 @@ def compile_command(args, out: TextIO) -> int:
         progress(f"importing {args.model}")
         module, params, options = import_model(args.model, input_shapes=shapes or None, params_file=args.params)
         path = build_artifact(module, params, output, target=args.target, dump_ir=args.dump_ir, options=options,
-                              progress=progress)
+                              progress=progress, input_shapes=shapes or None)
     finally:
         progress.done()
     from sdc.runtime.artifact import read_artifact
@@ -111,6 +127,11 @@ def compile_command(args, out: TextIO) -> int:
     weights = sum(w.nbytes for w in artifact.weights_info(0).values())
     out.write(f"wrote {path} ({kernels} kernels, {format_bytes(weights)} of weights) "
               f"in {time.perf_counter() - started:.2f} s\n")
+    if args.explain == "layout":
+        from sdc.cli.report import format_layout_report, layout_report
+
+        out.write(f"layout and fusion (target {artifact.manifest['target']})\n")
+        out.write(format_layout_report(layout_report(artifact.plan)))
     return 0
 
 
@@ -142,13 +163,14 @@ def run_command(args, out: TextIO) -> int:
         if name not in names:
             raise SdcError(f"--input {name}: unknown input '{name}' (inputs: {', '.join(sorted(names)) or 'none'})")
     rng = np.random.default_rng(args.seed)
+    sizes = symbol_sizes(exe, given, dims)
     inputs: dict[str, torch.Tensor] = {}
     for info in exe.inputs:
         if info.name in given:
             inputs[info.name] = _as_input(given[info.name], info)
             out.write(f"input  {info.name}  {info.dtype}{list(inputs[info.name].shape)}  from {files[info.name]}\n")
         else:
-            shape = [_dim_size(d, i, dims) for i, d in enumerate(info.shape)]
+            shape = [_dim_size(d, i, sizes) for i, d in enumerate(info.shape)]
             inputs[info.name] = random_tensor(rng, info.dtype, shape)
             out.write(f"input  {info.name}  {info.dtype}{shape}  random\n")
     times = []
@@ -170,6 +192,27 @@ def run_command(args, out: TextIO) -> int:
         out.write(f"ran {len(times)} times: median {format_seconds(times[len(times) // 2])}, "
                   f"min {format_seconds(times[0])}\n")
     return 0
+
+
+def symbol_sizes(exe, given: dict, chosen: dict[str, int]) -> dict[str, int]:
+    """Sizes for the symbolic dims of random inputs: --dim and the given inputs fix some, the
+    defaults fill the rest, then they are adjusted to pass the artifact's guards."""
+    from sdc.runtime.signature import fit_to_guards
+
+    sizes = dict(chosen)
+    fixed = set(chosen)
+    for info in exe.inputs:
+        array = given.get(info.name)
+        if array is None:
+            continue
+        for d, dim in enumerate(info.shape):
+            if isinstance(dim, str) and dim != "?" and d < getattr(array, "ndim", 0):
+                sizes.setdefault(dim, int(array.shape[d]))
+                fixed.add(dim)
+    for info in exe.inputs:
+        for i, d in enumerate(info.shape):
+            _dim_size(d, i, sizes)
+    return fit_to_guards(sizes, exe.guards, fixed)
 
 
 def _dim_size(dim, index: int, chosen: dict[str, int]) -> int:
@@ -291,6 +334,10 @@ def inspect_command(args, out: TextIO) -> int:
         total = sum(w.nbytes for w in weights.values())
         out.write(f"  rank {r['rank']}: {len(r['steps'])} steps, {kernels} kernels, {ops} ops, "
                   f"{len(weights)} weights ({format_bytes(total)})\n")
+    from sdc.cli.report import format_layout_report, layout_report
+
+    out.write("layout and fusion\n")
+    out.write(format_layout_report(layout_report(a.plan)))
     weights = sorted(a.weights_info(0).values(), key=lambda w: (-w.nbytes, w.name))
     out.write("weights (rank 0)" + ("  none\n" if not weights else "\n"))
     shown = weights if args.all else weights[:20]
@@ -338,9 +385,13 @@ def make_parser() -> ArgumentParser:
     c.add_argument("-o", "--output", help="the artifact directory (default: MODEL's stem + .sdc, here)")
     c.add_argument("--target", default="cpu", choices=["cpu", "cuda"], help="what to compile for (default cpu)")
     c.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
-                   help="an input's dims, e.g. x=B,3,224,224 (repeatable)")
+                   help="an input's dims (x=B,3,224,224), a symbol's range (B=1..64, B=8..) or value (B=8); "
+                        "repeatable")
     c.add_argument("--dump-ir", metavar="DIR", help="write the IR after import and after each pass to DIR")
     c.add_argument("--params", metavar="FILE", help="parameter values for an .mlir model (.safetensors or .npz)")
+    c.add_argument("--explain", choices=["layout"],
+                   help="after compiling, report on the result: 'layout' lists the layout casts left and why, "
+                        "the kernel groups, and the memory traffic before and after fusion")
     c.add_argument("--debug", action="store_true", help="show Python tracebacks")
 
     r = sub.add_parser("run", help="run an artifact on given or random inputs")
@@ -355,7 +406,8 @@ def make_parser() -> ArgumentParser:
     r.add_argument("--repeat", type=int, default=1, help="run N times and report the median time")
     r.add_argument("--debug", action="store_true", help="show Python tracebacks")
 
-    i = sub.add_parser("inspect", help="describe an artifact: signature, ranks, kernels, weights, files")
+    i = sub.add_parser("inspect", help="describe an artifact: signature, ranks, kernels, layouts and fusion, "
+                                       "weights, files")
     i.add_argument("artifact", help="the artifact directory")
     i.add_argument("--all", action="store_true", help="list every weight (default: the 20 largest)")
     i.add_argument("--debug", action="store_true", help="show Python tracebacks")

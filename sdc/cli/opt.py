@@ -3,8 +3,10 @@
     sdc-opt FILE|- [-p PIPELINE] [-o OUT] [--split-input-file] [--verify-diagnostics]
                    [--print-ir-after-all] [--list-passes] [--debug]
 
-The pipeline mixes sdc passes (`sdc-verify`, `sdc-canonicalize{fold=false}`) and upstream
-ones (`canonicalize`, `cse`, `func.func(cse)`), comma-separated.
+With no FILE, IR is read from stdin when something is piped in. Several top-level ops get
+an implicit `builtin.module`. The pipeline mixes sdc passes (`sdc-verify`,
+`sdc-canonicalize{fold=false}`) and upstream ones (`canonicalize`, `cse`, `func.func(cse)`),
+comma-separated.
 """
 
 from __future__ import annotations
@@ -46,13 +48,48 @@ _ELEMENT = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\{(.*)\})?$", re.S)
 
 
 def parse_options(text: str) -> dict[str, str]:
-    options = {}
-    for item in filter(None, (s.strip() for s in re.split(r"[\s,]+", text or ""))):
+    """`key=value` pairs separated by spaces or commas. A double-quoted stretch is taken as it is
+    (`input-shape="x=B,3,224,224 B=1..64"`), and a comma-separated piece without `=` continues the
+    previous value (`input-shape=x=B,3,224,224`)."""
+    options: dict[str, str] = {}
+    last = None
+    for item, after_comma in _option_items(text or ""):
         if "=" not in item:
+            if after_comma and last is not None:
+                options[last] += "," + item
+                continue
             raise UsageError(f"pass option '{item}' is not of the form key=value")
         key, value = item.split("=", 1)
-        options[key.strip()] = value.strip()
+        last = key.strip()
+        options[last] = value.strip()
     return options
+
+
+def _option_items(text: str) -> list[tuple[str, bool]]:
+    """Items split on spaces and commas outside double quotes (quotes dropped), each with whether a comma preceded it."""
+    items: list[tuple[str, bool]] = []
+    cur: list[str] = []
+    quoted = False
+    after_comma = pending_comma = False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+            continue
+        if not quoted and (ch.isspace() or ch == ","):
+            if cur:
+                items.append(("".join(cur), after_comma))
+                cur = []
+                pending_comma = False
+            pending_comma |= ch == ","
+            continue
+        if not cur:
+            after_comma = pending_comma
+        cur.append(ch)
+    if quoted:
+        raise UsageError(f"pass options '{text}' have an unclosed quote")
+    if cur:
+        items.append(("".join(cur), after_comma))
+    return items
 
 
 def build_pipeline(pipeline: str, sink: DiagnosticSink) -> PassManager:
@@ -71,9 +108,15 @@ def build_pipeline(pipeline: str, sink: DiagnosticSink) -> PassManager:
         try:
             pm.add(element)
         except (ValueError, MLIRError) as e:
-            lines = [ln.split("error:", 1)[1].strip() for ln in str(e).splitlines() if "error:" in ln]
-            raise UsageError(f"invalid pass pipeline element '{element}': {lines[0] if lines else e}") from None
+            raise UsageError(f"invalid pass pipeline element '{element}': {_pipeline_error(e)}") from None
     return pm
+
+
+def _pipeline_error(e: Exception) -> str:
+    """MLIR's reason for refusing a pipeline element, on one line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    errors = [ln.split("error:", 1)[1].strip() for ln in lines if "error:" in ln]
+    return errors[0] if errors else "; ".join(lines)
 
 
 # ---------------------------------------------------------------- expected diagnostics
@@ -144,7 +187,7 @@ class Opt:
         self.pipeline = pipeline
         self.print_ir_after_all = print_ir_after_all
         self.debug_info = debug_info
-        with new_context():  # a bad pipeline is reported before any input is read
+        with ir.Context():  # a bad pipeline is reported before any input is read (no dialect needed)
             build_pipeline(pipeline, DiagnosticSink())
 
     def run_chunk(self, text: str, source_name: str, first_line: int) -> ChunkResult:
@@ -153,7 +196,7 @@ class Opt:
         padded = "\n" * (first_line - 1) + text  # keeps line numbers those of the whole file
         with ctx, ir.Location.unknown():
             try:
-                op = ir.Operation.parse(padded, source_name=source_name)
+                op = parse_source(padded, source_name)
             except MLIRError as e:
                 return ChunkResult(None, from_mlir_error(e))
             module = op.operation
@@ -173,6 +216,26 @@ class Opt:
             return ChunkResult(output, sink.diagnostics)
 
 
+_NOT_ONE_TOP_LEVEL_OP = "source must contain a single top-level operation"
+
+
+def parse_source(text: str, source_name: str) -> ir.Operation:
+    """Parse IR text; several top-level ops (or none) get an implicit module, as in mlir-opt.
+
+    The implicit `module {` replaces the first line when that line holds no IR (it is blank,
+    split-input padding or a comment), so diagnostics keep the file's lines and columns. With
+    IR on the first line, MLIR's own error stands.
+    """
+    try:
+        return ir.Operation.parse(text, source_name=source_name)
+    except MLIRError as e:
+        first, newline, rest = text.partition("\n")
+        first_is_free = not first.strip() or first.lstrip().startswith("//")
+        if not first_is_free or not any(_NOT_ONE_TOP_LEVEL_OP in d.message for d in e.error_diagnostics):
+            raise
+    return ir.Operation.parse(f"module {{{newline}{rest}\n}}", source_name=source_name)
+
+
 def _is_generic_failure(d: Diagnostic) -> bool:
     return d.message.startswith("Failure while executing pass pipeline")
 
@@ -190,7 +253,8 @@ def split_chunks(text: str) -> list[tuple[str, int]]:
 
 def make_parser() -> ArgumentParser:
     p = ArgumentParser(prog="sdc-opt", description="Run sdc and MLIR passes on IR files.")
-    p.add_argument("input", nargs="?", default=None, help="input file, or - for stdin")
+    p.add_argument("input", nargs="?", default=None,
+                   help="input file, or - for stdin (the default when stdin is piped)")
     p.add_argument("-p", "--pass-pipeline", default="", help="comma-separated passes, e.g. 'sdc-verify,cse'")
     p.add_argument("-o", dest="output", default="-", help="output file (default stdout)")
     p.add_argument("--split-input-file", action="store_true", help="process each '// -----' chunk separately")
@@ -217,9 +281,11 @@ def opt_main(argv: list[str]) -> int:
         sys.stdout.write(list_passes())
         return 0
     if args.input is None:
-        raise UsageError("no input file (give a path, or - for stdin)")
+        if sys.stdin is None or sys.stdin.isatty():  # nothing piped in: do not wait on a terminal
+            raise UsageError("no input file (give a path, or - for stdin)")
+        args.input = "-"
+    opt = Opt(args.pass_pipeline, args.print_ir_after_all, args.print_debuginfo)  # usage errors first
     text, name = read_source(args.input)
-    opt = Opt(args.pass_pipeline, args.print_ir_after_all, args.print_debuginfo)
     chunks = split_chunks(text) if args.split_input_file else [(text, 1)]
     outputs, failed = [], False
     for chunk, first_line in chunks:

@@ -1,9 +1,11 @@
 """The execution plan: a module's entry function as ordered steps per rank, plus its weights.
 
-`build_plan(module, params)` walks `@main` in order. Each sdc op becomes one kernel group (a
-step with one op; fusion will put more ops in a group later). `sdc.parameter` and
-`sdc.constant` make no step: their values are weights, stored in the rank's weights file and
-bound by name at load time. Every value gets an id with its shape (ints, symbol names, "?")
+`build_plan(module, params)` walks `@main` in order. Each `sdc.fusion` becomes one kernel group
+(a step whose ops are the region's ops, in order); any other sdc op is a step of its own.
+`sdc.parameter` and `sdc.constant` make no step: their values are weights, stored in the rank's
+weights file and bound by name at load time. A weight with a non-row-major `sdc.layout` is stored
+in that physical order (its value records the `layout`; the runtime views it back logically), and
+a `sdc.layout_cast` keeps the `reason` the layout pass gave it. Every value gets an id with its shape (ints, symbol names, "?")
 and dtype, and each step lists the intermediates whose last use it is, so the runtime frees
 them as it goes. The plan is plain JSON (`Plan.to_json()`); see docs/artifact.md.
 """
@@ -72,8 +74,10 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = "c
                        "device is not supported yet")
     with module_op.context:
         builder = _RankBuilder(0, params or {})
-        inputs, outputs = builder.walk(entry_function(module_op))
-    return Plan(target=target, mesh=mesh, world_size=world_size, inputs=inputs, outputs=outputs, guards=[],
+        entry = entry_function(module_op)
+        inputs, outputs = builder.walk(entry)
+        guards = entry_guards(entry)
+    return Plan(target=target, mesh=mesh, world_size=world_size, inputs=inputs, outputs=outputs, guards=guards,
                 ranks=[builder.plan])
 
 
@@ -86,6 +90,7 @@ class _RankBuilder:
         self.last_use: dict[str, int] = {}
         self.param_errors: list[str] = []
         self.constants = 0
+        self.logical: dict[str, torch.Tensor] = {}  # parameter values, in their logical order
 
     # ------------------------------------------------------------ values
 
@@ -140,22 +145,33 @@ class _RankBuilder:
         return inputs, outputs
 
     def _op(self, op) -> None:
+        if op.name == "sdc.fusion":
+            self._fusion(op)
+            return
         if not op.name.startswith("sdc.") or op.name[4:] not in OPS:
             raise SdcError(f"{_loc(op) or 'the entry function'}: cannot compile '{op.name}': "
                            "the entry function may hold only sdc ops")
         opdef = OPS[op.name[4:]]
-        try:
-            attrs = read_attrs(opdef, op)
-        except AttrError as e:
-            raise SdcError(f"{_loc(op)}: '{op.name}' {e}") from None
+        attrs = self._attrs(opdef, op)
         if opdef.name == "parameter":
-            self._parameter(op, attrs["name"])
+            self._parameter(op, attrs["name"], _layout(op))
             return
         if opdef.name == "constant":
-            name = self._store_weight(self._constant_name(), attrs["value"].tensor)
-            self._new_value(op.results[0], weight=name)
+            layout = _layout(op)
+            name = self._store_weight(self._constant_name(), _physical(attrs["value"].tensor, layout))
+            self._new_value(op.results[0], weight=name, **({"layout": layout} if layout else {}))
             return
         step_index = len(self.plan.steps)
+        self.plan.steps.append({"kind": "kernel", "id": f"k{step_index}",
+                                "ops": [self._entry(opdef, op, attrs, step_index)], "free": []})
+
+    def _attrs(self, opdef, op) -> dict:
+        try:
+            return read_attrs(opdef, op)
+        except AttrError as e:
+            raise SdcError(f"{_loc(op)}: '{op.name}' {e}") from None
+
+    def _entry(self, opdef, op, attrs: dict, step_index: int) -> dict:
         ins = [self.ids[v] for v in op.operands]
         for vid in ins:
             self.last_use[vid] = step_index
@@ -164,21 +180,42 @@ class _RankBuilder:
             self.produced_by[vid] = step_index
         encoded = {k: encode_value(v, lambda d: self._store_weight(self._constant_name(), d.tensor))
                    for k, v in attrs.items()}
-        self.plan.steps.append({
-            "kind": "kernel", "id": f"k{step_index}",
-            "ops": [{"op": opdef.name, "attrs": encoded, "inputs": ins, "outputs": outs, "loc": _loc(op)}],
-            "free": [],
-        })
+        entry = {"op": opdef.name, "attrs": encoded, "inputs": ins, "outputs": outs, "loc": _loc(op)}
+        if "sdc.reason" in op.attributes:
+            entry["reason"] = ir.StringAttr(op.attributes["sdc.reason"]).value
+        return entry
 
-    def _parameter(self, op, name: str) -> None:
+    def _fusion(self, op) -> None:
+        """One kernel group: the region's ops in order; the fusion's results are the values its yield names."""
+        step_index = len(self.plan.steps)
+        entries = []
+        for inner in op.regions[0].blocks[0].operations:
+            inner = inner.operation
+            if inner.name == "sdc.yield":
+                for result, value in zip(op.results, inner.operands):
+                    self.ids[result] = self.ids[value]
+                continue
+            if not inner.name.startswith("sdc.") or inner.name[4:] not in OPS or inner.name in (
+                    "sdc.parameter", "sdc.constant"):
+                raise SdcError(f"{_loc(inner) or 'a fusion region'}: cannot compile '{inner.name}' inside "
+                               "'sdc.fusion'")
+            opdef = OPS[inner.name[4:]]
+            entries.append(self._entry(opdef, inner, self._attrs(opdef, inner), step_index))
+        self.plan.steps.append({"kind": "kernel", "id": f"k{step_index}", "ops": entries, "free": []})
+
+    def _parameter(self, op, name: str, layout: list[int] | None = None) -> None:
         declared = tensor_spec(op.results[0].type)
-        if name in self.plan.weights:
-            self._check_param(name, self.plan.weights[name], declared)
+        if name in self.logical:
+            self._check_param(name, self.logical[name], declared)
         else:
             tensor = self._param_tensor(name)
             if tensor is not None and self._check_param(name, tensor, declared):
-                self.plan.weights[name] = tensor
-        self._new_value(op.results[0], weight=name)
+                self.logical[name] = tensor
+        # the same weight in another physical order is another tensor of the weights file
+        key = f"{name}@{','.join(map(str, layout))}" if layout else name
+        if name in self.logical and key not in self.plan.weights:
+            self.plan.weights[key] = _physical(self.logical[name], layout)
+        self._new_value(op.results[0], weight=key, **({"layout": layout} if layout else {}))
 
     def _param_tensor(self, name: str) -> torch.Tensor | None:
         if name not in self.params:
@@ -236,6 +273,38 @@ class _RankBuilder:
                 continue
             last = self.last_use.get(vid, produced)
             self.plan.steps[last]["free"].append(vid)
+
+
+def _layout(op) -> list[int] | None:
+    """A weight's non-row-major storage order (its `sdc.layout`), or None."""
+    if "sdc.layout" not in op.attributes:
+        return None
+    from sdc.dialect.attrs import to_python
+
+    try:
+        perm = to_python(OPS["layout_cast"].attrs["layout"], op.attributes["sdc.layout"])
+    except AttrError as e:
+        raise SdcError(f"{_loc(op)}: '{op.name}' attribute 'sdc.layout' {e}") from None
+    return None if perm == list(range(len(perm))) else perm
+
+
+def _physical(tensor: torch.Tensor, layout: list[int] | None) -> torch.Tensor:
+    """A tensor's data in physical order `layout` (contiguous, with the permuted shape)."""
+    return tensor if not layout else tensor.permute(layout).contiguous()
+
+
+def entry_guards(fn) -> list[dict]:
+    """The entry function's `sdc.guards` (written by sdc-shape-constraints) as manifest entries."""
+    if "sdc.guards" not in fn.attributes:
+        return []
+    from sdc.dialect.attrs import GuardAttr, _down
+
+    out = []
+    for g in ir.ArrayAttr(fn.attributes["sdc.guards"]):
+        if not isinstance(g, GuardAttr):
+            raise SdcError(f"the entry function's 'sdc.guards' holds {g}, not #sdc.guard<\"condition\", \"message\">")
+        out.append({"condition": ir.StringAttr(_down(g.condition)).value, "message": ir.StringAttr(_down(g.message)).value})
+    return out
 
 
 def _loc(op) -> str:

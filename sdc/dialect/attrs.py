@@ -12,6 +12,7 @@ Textual forms (settled here, used by later passes):
 # No `from __future__ import annotations` here: dialects.ext reads the field annotations
 # of the attribute classes below as live objects.
 
+import re
 from typing import Any
 
 import numpy as np
@@ -147,16 +148,43 @@ def _read_dense(attr) -> DenseValue:
     shape = list(ttype.shape)
     if elem == "bf16":
         if attr.is_splat:
-            values = [ir.FloatAttr(attr.get_splat_value()).value]
-        else:
-            values = [ir.FloatAttr(attr[i]).value for i in range(len(attr))]
-        t = torch.tensor(values, dtype=torch.float32).to(torch.bfloat16)
-        return DenseValue(t.expand(shape).contiguous() if attr.is_splat else t.reshape(shape), elem)
+            t = torch.tensor(ir.FloatAttr(attr.get_splat_value()).value, dtype=torch.float32).to(torch.bfloat16)
+            return DenseValue(t.expand(shape).contiguous(), elem)
+        return DenseValue(_bf16_elements(attr).reshape(shape), elem)
     array = np.array(attr)
     if array.dtype == object or array.shape != tuple(shape):
         array = np.broadcast_to(array, shape) if array.size == 1 else array.reshape(shape)
     np_dtype = dtypes.to_numpy(elem)
-    return DenseValue(torch.from_numpy(np.ascontiguousarray(array.astype(np_dtype, copy=False))).clone(), elem)
+    # view: the bindings give ui64 as numpy's ulonglong, an equal dtype torch does not take.
+    # np.asarray(order="C"), not np.ascontiguousarray: that one turns a rank-0 value into rank 1.
+    array = np.asarray(array.astype(np_dtype, copy=False), order="C").view(np_dtype)
+    return DenseValue(torch.from_numpy(array).clone(), elem)
+
+
+_HEX_BLOB = re.compile(r'dense<"0x([0-9A-Fa-f]*)">')
+_ELEMENT = re.compile(r"0x[0-9A-Fa-f]+|[-+]?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
+
+
+def _bf16_elements(attr) -> torch.Tensor:
+    """The elements of a non-splat bf16 dense attribute, flat.
+
+    The bindings convert no bf16 element to Python (neither indexing nor the buffer protocol),
+    so they are read from the attribute's text: `dense<"0x...">` (raw little-endian data), or a
+    nested list of decimals and of `0xHHHH` bit patterns (infinities, NaNs).
+    """
+    body = str(attr).rsplit(" : ", 1)[0]
+    blob = _HEX_BLOB.fullmatch(body)
+    if blob:
+        raw = np.frombuffer(bytes.fromhex(blob.group(1)), dtype="<i2").astype(np.int16)
+        return torch.from_numpy(raw).view(torch.bfloat16)
+    bits = []
+    for token in _ELEMENT.findall(body):
+        if token.startswith("0x"):
+            pattern = int(token, 16)
+            bits.append(pattern - (1 << 16) if pattern >= 1 << 15 else pattern)
+        else:
+            bits.append(torch.tensor(float(token)).to(torch.bfloat16).view(torch.int16).item())
+    return torch.tensor(bits, dtype=torch.int16).view(torch.bfloat16)
 
 
 def dense_attr(value: DenseValue) -> ir.DenseElementsAttr:

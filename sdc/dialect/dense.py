@@ -18,7 +18,8 @@ class DenseValue:
     @staticmethod
     def from_numpy(array: np.ndarray) -> "DenseValue":
         array = np.asarray(array)
-        return DenseValue(torch.from_numpy(np.ascontiguousarray(array)).clone(), dtypes.from_numpy(array.dtype))
+        # np.asarray(order="C"), not np.ascontiguousarray: that one turns a rank-0 array into rank 1.
+        return DenseValue(torch.from_numpy(np.asarray(array, order="C")).clone(), dtypes.from_numpy(array.dtype))
 
     @staticmethod
     def from_torch(tensor: torch.Tensor) -> "DenseValue":

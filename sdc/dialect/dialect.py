@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from sdc import dtypes
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError, Sdc
+from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import OPS, OpDef, all_ops
 from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec, is_static
 from sdc.mlir import ext, ir
+from sdc.dialect.structure import STRUCTURE_OPS, verify_structure  # defines sdc.fusion and sdc.yield
 
 # ---------------------------------------------------------------- types <-> specs
 
@@ -35,7 +39,8 @@ def tensor_type(spec: TensorSpec) -> ir.RankedTensorType:
 
 
 def _spec_or_error(t: ir.Type, what: str) -> TensorSpec:
-    if not isinstance(t, ir.RankedTensorType) and not ir.RankedTensorType.isinstance(t):
+    # These bindings have no RankedTensorType.isinstance; a plain ir.Type downcasts to its class.
+    if not isinstance(t.maybe_downcast() if hasattr(t, "maybe_downcast") else t, ir.RankedTensorType):
         raise ShapeError(f"{what} must be a ranked tensor, found {t}")
     spec = tensor_spec(t)
     if not dtypes.is_known(spec.dtype):
@@ -80,6 +85,8 @@ def module_mesh(op) -> dict[str, int] | None:
     while cur is not None:
         if cur.name == "builtin.module" and "sdc.mesh" in cur.attributes:
             return A.read_mesh(cur.attributes["sdc.mesh"])
+        if not cur.attached:  # a parsed top-level op: asking for its parent raises
+            return None
         parent = cur.parent
         cur = parent.operation if parent is not None and hasattr(parent, "operation") else parent
     return None
@@ -105,6 +112,8 @@ def verify_op(op) -> str | None:
     op = op.operation if hasattr(op, "operation") else op
     opdef = OPS.get(op.name[4:])
     if opdef is None:
+        if op.name in STRUCTURE_OPS:
+            return verify_structure(op)
         return f"is not an sdc op"
     try:
         operands = list(op.operands)
@@ -204,7 +213,8 @@ def create(name: str, operands: Sequence[ir.Value] = (), attrs: dict | None = No
     """
     opdef = OPS[name]
     attrs = dict(attrs or {})
-    values = opdef.with_defaults(attrs)
+    values = opdef.with_defaults({k: _table_value(opdef.attrs[k], v) if k in opdef.attrs else v
+                                  for k, v in attrs.items()})
     missing = [k for k, s in opdef.attrs.items() if s.required and k not in values]
     if missing:
         raise ValueError(f"sdc.{name} needs attribute(s) {', '.join(missing)}")
@@ -217,3 +227,10 @@ def create(name: str, operands: Sequence[ir.Value] = (), attrs: dict | None = No
         result_types = [tensor_type(s) for s in specs]
     return ir.Operation.create(f"sdc.{name}", results=list(result_types), operands=list(operands),
                                attributes=mlir_attrs, loc=loc)
+
+
+def _table_value(spec, value):
+    """An attribute value as the op tables see it: a `dense` value given as an array becomes a DenseValue."""
+    if spec.kind == "dense" and not isinstance(value, DenseValue):
+        return DenseValue.from_numpy(np.asarray(value))
+    return value

@@ -6,10 +6,12 @@ gives DYN, so a rule reads like the formula it implements:
 
     out = (size + pad - dilation * (k - 1) - 1) // stride + 1
 
-Rules never compare dims themselves: they call `ctx.equal` / `ctx.divisible`,
-which the verifier turns into errors when static dims disagree, and which the
-shape-constraint solver (a later pass) subclasses to record relations between
-symbolic dims.
+Rules never compare dims themselves: they call `ctx.equal` / `ctx.divisible` /
+`ctx.positive`, and compute what needs more than `+ - * //` through the context
+(`ctx.broadcast`, `ctx.slice_len`, `ctx.product`, `ctx.exact_div`, `ctx.window`). The
+verifier turns them into errors when static dims disagree; the shape-constraint pass
+(sdc/transforms/shape_constraints.py) subclasses the context to record relations
+between symbolic dims.
 """
 
 from __future__ import annotations
@@ -51,6 +53,19 @@ def is_static(d) -> bool:
 
 def ceil_div(a, b):
     return -((-a) // b)
+
+
+def window_out(size, k, stride, pad_begin, pad_end, dilation, ceil_mode=False):
+    """Output length of a sliding window (convolution and pooling, ONNX/torch arithmetic), static dims."""
+    span = dilation * (k - 1) + 1
+    if not is_static(size) or not is_static(k):
+        return DYN
+    if ceil_mode:
+        out = ceil_div(size + pad_begin + pad_end - span, stride) + 1
+        if (out - 1) * stride >= size + pad_begin:
+            out -= 1
+        return out
+    return (size + pad_begin + pad_end - span) // stride + 1
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,27 @@ class ShapeContext:
         if is_static(a) and a < 1:
             self.fail(message.format(a=a))
 
+    def product(self, dims: Sequence):
+        """The product of `dims`: DYN unless all are static (subclasses multiply symbolic dims)."""
+        total = 1
+        for d in dims:
+            if not is_static(d):
+                return DYN
+            total *= d
+        return total
+
+    def exact_div(self, a, b, message: str):
+        """a / b, requiring b to divide a; DYN unless both are static (subclasses record the requirement)."""
+        if not (is_static(a) and is_static(b)):
+            return DYN
+        if b == 0 or a % b:
+            self.fail(message.format(a=a, b=b))
+        return a // b
+
+    def window(self, size, k, stride: int, pad_begin: int, pad_end: int, dilation: int, ceil_mode: bool = False):
+        """Output length of a sliding window over `size` (see `window_out`); DYN for dims not static."""
+        return window_out(size, k, stride, pad_begin, pad_end, dilation, ceil_mode)
+
     def broadcast(self, *shapes: Sequence, names: Sequence[str] = ()) -> tuple:
         """Numpy broadcasting of several shapes."""
         rank = max((len(s) for s in shapes), default=0)
@@ -124,9 +160,9 @@ class ShapeContext:
         return tuple(out)
 
     def axis(self, axis: int, rank: int, what: str = "axis") -> int:
-        if not -rank <= axis < max(rank, 1):
+        if not -rank <= axis < rank:  # a scalar has no axis at all
             self.fail(f"{what} {axis} is out of range for rank {rank}")
-        return axis % rank if rank else 0
+        return axis % rank
 
     def axes(self, axes: Sequence[int], rank: int, what: str = "axes") -> list[int]:
         item = "axis" if what == "axes" else what.removesuffix("s")

@@ -19,6 +19,7 @@ from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import RefEnv, get_op
 from sdc.dialect.shapes import DYN, TensorSpec
 from sdc.runtime.format import decode_value
+from sdc.runtime.fused import kernel, specialize
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,10 +49,12 @@ class CpuExecutor:
         defined: set[str] = set()
         for vid, v in values.items():
             if "weight" in v:
-                self.initial[self.slots[vid]] = _weight(weights, v["weight"], self.specs[vid], error, vid)
+                self.initial[self.slots[vid]] = _weight(weights, v["weight"], self.specs[vid], error, vid,
+                                                        v.get("layout"))
                 defined.add(vid)
         self.input_slots = [self._slot(vid, "inputs", error) for vid in rank_plan["inputs"]]
         defined.update(rank_plan["inputs"])
+        self.uses = _uses(rank_plan, self.slots)
         self.program: list[PreparedOp] = []
         for step in rank_plan["steps"]:
             self._prepare_step(step, defined, weights, error)
@@ -73,6 +76,7 @@ class CpuExecutor:
         if not isinstance(ops, list) or not ops:
             raise error(f"kernel '{kid}' has no ops")
         free = tuple(self._slot(v, f"kernel '{kid}' free list", error) for v in step.get("free", []))
+        prepared: list[PreparedOp] = []
         for i, entry in enumerate(ops):
             name = entry.get("op")
             try:
@@ -90,13 +94,20 @@ class CpuExecutor:
                 raise error(f"kernel '{kid}': {e}") from None
             if opdef.shape is None and outs:
                 attrs["_result_spec"] = self.specs[outs[0]] if outs[0] in self.specs else None
-            self.program.append(PreparedOp(
-                name=opdef.name, kernel=kid, loc=entry.get("loc") or "", ref=opdef.ref, attrs=attrs,
+            prepared.append(PreparedOp(
+                name=opdef.name, kernel=kid, loc=entry.get("loc") or "", ref=kernel(opdef.name, opdef.ref),
+                attrs=attrs,
                 ins=tuple(self._slot(v, f"kernel '{kid}'", error) for v in entry.get("inputs", [])),
                 outs=tuple(self._slot(v, f"kernel '{kid}'", error) for v in outs),
                 free=free if i == len(ops) - 1 else (),
             ))
             defined.update(outs)
+        self.program.extend(specialize(prepared, self.uses, self.initial, self._add_weight))
+
+    def _add_weight(self, tensor: torch.Tensor) -> int:
+        """A new slot holding a tensor made at load time (a fused kernel's folded weights)."""
+        self.initial.append(tensor)
+        return len(self.initial) - 1
 
     def run(self, inputs: list[torch.Tensor], symbols: dict[str, int]) -> list[torch.Tensor]:
         env = RefEnv(symbols=symbols, mesh=self.mesh)
@@ -122,16 +133,35 @@ class CpuExecutor:
         return [vals[i] for i in self.output_slots]
 
 
+def _uses(rank_plan: dict, slots: dict[str, int]) -> dict[int, int]:
+    """How many op inputs read each slot, an entry output counting as one more reader."""
+    uses: dict[int, int] = {}
+    readers = [vid for step in rank_plan["steps"] for op in step.get("ops", []) if isinstance(op, dict)
+               for vid in op.get("inputs", [])]
+    for vid in [*readers, *rank_plan["outputs"]]:
+        if vid in slots:
+            uses[slots[vid]] = uses.get(slots[vid], 0) + 1
+    return uses
+
+
 def _spec(vid: str, v: Any, error) -> TensorSpec:
     if not isinstance(v, dict) or not isinstance(v.get("shape"), list) or not dtypes.is_known(str(v.get("dtype"))):
         raise error(f"value '{vid}' must have a 'shape' list and a known 'dtype', found {v!r}")
     return TensorSpec(tuple(d if isinstance(d, int) else DYN for d in v["shape"]), v["dtype"])
 
 
-def _weight(weights: dict, name: Any, spec: TensorSpec, error, vid: str) -> torch.Tensor:
+def _weight(weights: dict, name: Any, spec: TensorSpec, error, vid: str, layout: Any = None) -> torch.Tensor:
     if name not in weights:
         raise error(f"value '{vid}' refers to weight {name!r}, which is not in the weights file")
     t = weights[name]
+    if layout is not None:  # stored in physical order `layout`: view it in logical order
+        if not isinstance(layout, list) or sorted(layout) != list(range(t.dim())):
+            raise error(f"value '{vid}' has layout {layout!r}, which is not a permutation of its weight's "
+                        f"{t.dim()} dims")
+        inverse = [0] * len(layout)
+        for i, p in enumerate(layout):
+            inverse[p] = i
+        t = t.permute(inverse)
     got = dtypes.from_torch(t.dtype)
     if got != spec.dtype or len(t.shape) != spec.rank or any(
             isinstance(want, int) and want != size for size, want in zip(t.shape, spec.shape)):

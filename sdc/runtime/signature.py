@@ -65,9 +65,29 @@ class Guard:
     message: str
     symbols: tuple[str, ...]
     check: Expr
+    shape: "GuardShape | None" = None  # the recognized form, for messages in the inputs' terms
 
     def __str__(self) -> str:
         return f"{self.condition}" + (f"  ({self.message})" if self.message else "")
+
+
+@dataclass(frozen=True)
+class GuardShape:
+    """A guard of a form the shape solver writes, taken apart.
+
+    kind "equal": `X == Y`; "define": `X == expr`; "bound": `X >= lo`, `X <= hi`, `lo <= X <= hi`;
+    "congruence": `X % m == r`.
+    """
+
+    kind: str
+    symbol: str
+    other: str | None = None  # equal: Y
+    expr: Expr | None = None  # define: the right side
+    expr_text: str = ""
+    lo: int | None = None
+    hi: int | None = None
+    modulus: int = 1
+    residue: int = 0
 
 
 def parse_guard(condition: str, message: str = "") -> Guard:
@@ -78,7 +98,40 @@ def parse_guard(condition: str, message: str = "") -> Guard:
         raise ValueError(f"guard '{condition}' is not an expression: {e.msg}") from None
     names: list[str] = []
     check = _compile(tree.body, condition, names)
-    return Guard(condition, message, tuple(dict.fromkeys(names)), check)
+    return Guard(condition, message, tuple(dict.fromkeys(names)), check, _shape(tree.body, condition))
+
+
+def _int(node) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _shape(node, text: str) -> GuardShape | None:
+    if not isinstance(node, ast.Compare):
+        return None
+    terms = [node.left, *node.comparators]
+    ops = [type(o) for o in node.ops]
+    if ops == [ast.Eq] and isinstance(terms[0], ast.Name):
+        lhs, rhs = terms
+        if isinstance(rhs, ast.Name):
+            return GuardShape("equal", lhs.id, other=rhs.id)
+        return GuardShape("define", lhs.id, expr=_compile(rhs, text, []), expr_text=ast.unparse(rhs))
+    if ops == [ast.Eq] and isinstance(terms[0], ast.BinOp) and isinstance(terms[0].op, ast.Mod) and \
+            isinstance(terms[0].left, ast.Name) and _int(terms[0].right) and _int(terms[1]) is not None:
+        return GuardShape("congruence", terms[0].left.id, modulus=_int(terms[0].right), residue=_int(terms[1]))
+    if ops == [ast.LtE, ast.LtE] and isinstance(terms[1], ast.Name) and _int(terms[0]) is not None and \
+            _int(terms[2]) is not None:
+        return GuardShape("bound", terms[1].id, lo=_int(terms[0]), hi=_int(terms[2]))
+    if len(ops) == 1 and isinstance(terms[0], ast.Name) and _int(terms[1]) is not None:
+        if ops[0] is ast.GtE:
+            return GuardShape("bound", terms[0].id, lo=_int(terms[1]))
+        if ops[0] is ast.LtE:
+            return GuardShape("bound", terms[0].id, hi=_int(terms[1]))
+    return None
 
 
 def _compile(node: ast.AST, text: str, names: list[str]) -> Expr:
@@ -227,16 +280,109 @@ class Signature:
 
     def _check_guards(self, symbols: dict[str, int]) -> None:
         for g in self.guards:
-            try:
-                ok = bool(g.check(symbols))
-            except ZeroDivisionError:
-                ok = False
-            if ok:
+            if not guard_holds(g, symbols):
+                raise SdcError(self.violation(g, symbols))
+
+    def _dim(self, symbol: str, symbols: Mapping[str, int]) -> tuple[str, str]:
+        """(input name, `dim D = V`) of the input dim that binds `symbol`."""
+        name, d = self.binders[symbol]
+        return name, f"dim {d} = {symbols[symbol]}"
+
+    def violation(self, g: Guard, symbols: Mapping[str, int]) -> str:
+        """What a broken guard means for the inputs: which input dims, and the relation they break."""
+        why = f" ({g.condition}: {g.message})" if g.message else f" ({g.condition})"
+        shape = g.shape
+        if shape is not None and shape.kind == "equal":
+            first, second = sorted((shape.symbol, shape.other),
+                                   key=lambda s: (self._index[self.binders[s][0]], self.binders[s][1]))
+            (a, da), (b, db) = self._dim(first, symbols), self._dim(second, symbols)
+            if a == b:
+                ia, ib = self.binders[first][1], self.binders[second][1]
+                return (f"input '{a}' dims {ia} (= {symbols[first]}) and {ib} (= {symbols[second]}) "
+                        f"must be equal{why}")
+            return f"inputs '{a}' ({da}) and '{b}' ({db}) must be equal{why}"
+        if shape is not None and shape.kind == "define":
+            a, da = self._dim(shape.symbol, symbols)
+            others = [s for s in g.symbols if s != shape.symbol]
+            value = _safe(shape.expr, symbols)
+            where = "; ".join(f"{s} is input '{self.binders[s][0]}' dim {self.binders[s][1]} = {symbols[s]}"
+                              for s in others)
+            return (f"input '{a}' ({da}) must equal {shape.expr_text} = {value}"
+                    + (f", where {where}" if where else "") + why)
+        if shape is not None and shape.kind == "bound":
+            a, da = self._dim(shape.symbol, symbols)
+            if shape.lo is not None and shape.hi is not None:
+                rule = f"be between {shape.lo} and {shape.hi}"
+            elif shape.lo is not None:
+                rule = f"be at least {shape.lo}"
+            else:
+                rule = f"be at most {shape.hi}"
+            return f"input '{a}' ({da}) must {rule}{why}"
+        if shape is not None and shape.kind == "congruence":
+            a, da = self._dim(shape.symbol, symbols)
+            rule = (f"be a multiple of {shape.modulus}" if shape.residue == 0
+                    else f"leave {shape.residue} when divided by {shape.modulus}")
+            return f"input '{a}' ({da}) must {rule}{why}"
+        bound = ", ".join(f"{s} = {symbols[s]} from input '{self.binders[s][0]}' dim {self.binders[s][1]}"
+                          for s in g.symbols)
+        reason = f": {g.message}" if g.message else ""
+        return f"inputs break the guard '{g.condition}'{reason} ({bound})"
+
+
+def guard_holds(g: Guard, symbols: Mapping[str, int]) -> bool:
+    try:
+        return bool(g.check(symbols))
+    except ZeroDivisionError:
+        return False
+
+
+def _safe(expr: Expr | None, symbols: Mapping[str, int]):
+    try:
+        return expr(symbols) if expr is not None else "?"
+    except ZeroDivisionError:
+        return "undefined"
+
+
+def fit_to_guards(sizes: dict[str, int], guards: Sequence[Guard], fixed: set[str] = frozenset(),
+                  rounds: int = 8) -> dict[str, int]:
+    """Adjust symbol sizes (for random inputs) until they pass the guards the solver writes: a
+    defined symbol takes its definition's value, a bounded one is clamped, a congruence rounds up.
+    Sizes in `fixed` stay. Returns the sizes (possibly still breaking guards of other forms)."""
+    sizes = dict(sizes)
+    for _ in range(rounds):
+        changed = False
+        for g in guards:
+            if guard_holds(g, sizes) or g.shape is None:
                 continue
-            bound = ", ".join(f"{s} = {symbols[s]} from input '{self.binders[s][0]}' dim {self.binders[s][1]}"
-                              for s in g.symbols)
-            reason = f": {g.message}" if g.message else ""
-            raise SdcError(f"inputs break the guard '{g.condition}'{reason} ({bound})")
+            s = g.shape
+            target = s.symbol if s.symbol not in fixed else None
+            if s.kind == "equal":
+                if target is not None:
+                    sizes[target] = sizes[s.other]
+                elif s.other not in fixed:
+                    sizes[s.other] = sizes[s.symbol]
+                else:
+                    continue
+            elif target is None:
+                continue
+            elif s.kind == "define":
+                value = _safe(s.expr, sizes)
+                if not isinstance(value, int) or value < 0:
+                    continue
+                sizes[target] = value
+            elif s.kind == "bound":
+                value = sizes[target]
+                if s.lo is not None:
+                    value = max(value, s.lo)
+                if s.hi is not None:
+                    value = min(value, s.hi)
+                sizes[target] = value
+            elif s.kind == "congruence":
+                sizes[target] += (s.residue - sizes[target]) % s.modulus
+            changed = True
+        if not changed:
+            break
+    return sizes
 
 
 class _Missing:

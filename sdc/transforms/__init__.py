@@ -17,9 +17,30 @@ def _canonicalize():
     return CanonicalizePass
 
 
+def _layout_constraints():
+    from sdc.transforms.layout_constraints import LayoutConstraintsPass
+
+    return LayoutConstraintsPass
+
+
+def _fuse():
+    from sdc.transforms.fuse import FusePass
+
+    return FusePass
+
+
+def _shape_constraints():
+    from sdc.transforms.shape_constraints import ShapeConstraintsPass
+
+    return ShapeConstraintsPass
+
+
 PASSES: dict[str, Callable[[], type]] = {
     "sdc-verify": _verify,
     "sdc-canonicalize": _canonicalize,
+    "sdc-shape-constraints": _shape_constraints,
+    "sdc-layout-constraints": _layout_constraints,
+    "sdc-fuse": _fuse,
 }
 
 

@@ -34,10 +34,11 @@ class ModulePass:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         values = {}
         for key, text in options.items():
-            if key not in fields:
-                known = ", ".join(fields) or "none"
+            field_name = key.replace("-", "_")  # option `input-shape` is field `input_shape`
+            if field_name not in fields:
+                known = ", ".join(f.replace("_", "-") for f in fields) or "none"
                 raise PassOptionError(f"pass '{cls.name}' has no option '{key}' (options: {known})")
-            values[key] = _convert(cls.name, key, fields[key].type, text)
+            values[field_name] = _convert(cls.name, key, fields[field_name].type, text)
         return cls(**values)
 
     def add_to(self, pm, sink: DiagnosticSink) -> None:

@@ -43,6 +43,9 @@ def _check_arg_dims(fn: ir.Operation, diag: DiagnosticSink) -> None:
         except AttrError as e:
             diag.error(fn, f"argument #{i} 'sdc.dims' {e}")
             continue
+        if not isinstance(arg.type, ir.RankedTensorType):
+            diag.error(fn, f"argument #{i} 'sdc.dims' annotates {arg.type}, which is not a ranked tensor")
+            continue
         spec = tensor_spec(arg.type)
         if len(dims) != spec.rank:
             diag.error(fn, f"argument #{i} 'sdc.dims' has {len(dims)} dims, the type has rank {spec.rank}")

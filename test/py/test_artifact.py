@@ -109,9 +109,10 @@ def test_layout_and_manifest(pristine, scale):
     assert m["sdc_version"] == sdc.__version__
     assert (m["target"], m["world_size"], m["mesh"]) == ("cpu", 1, {})
     assert m["entry"] == {"inputs": [{"name": "x", "dtype": "f32", "shape": ["B", 300]}],
-                          "outputs": [{"name": "y", "dtype": "f32", "shape": ["?", 300]}],
+                          "outputs": [{"name": "y", "dtype": "f32", "shape": ["B", 300]}],
                           "guards": []}
-    assert m["compile_options"]["pipeline"] == "sdc-verify,sdc-canonicalize,cse,sdc-verify"
+    assert m["compile_options"]["pipeline"] == ("sdc-verify,sdc-canonicalize,cse,sdc-shape-constraints,"
+                                                "sdc-layout-constraints{target=cpu},sdc-fuse{target=cpu},sdc-verify")
     assert m["compile_options"]["target"] == "cpu"
     assert {"python", "torch", "numpy", "onnx", "platform"} <= set(m["environment"])
     assert m["environment"]["torch"] == torch.__version__
@@ -126,9 +127,9 @@ def test_plan_is_plain_json_with_weights_by_name(pristine, scale):
     assert plan["world_size"] == 1 and [r["rank"] for r in plan["ranks"]] == [0]
     rank = plan["ranks"][0]
     assert rank["weights"] == "weights/rank0.safetensors"
-    ops = [s["ops"][0]["op"] for s in rank["steps"]]
-    assert ops == ["iota", "mul", "add", "clip"]
-    clip = rank["steps"][-1]["ops"][0]
+    groups = [[op["op"] for op in s["ops"]] for s in rank["steps"]]
+    assert groups == [["iota"], ["mul", "add", "clip"]]  # sdc-fuse made one kernel of the elementwise chain
+    clip = rank["steps"][-1]["ops"][-1]
     assert clip["attrs"] == {"min": 0.0, "max": {"float": "inf"}}
     weight_values = {v["weight"]: vid for vid, v in rank["values"].items() if "weight" in v}
     assert list(weight_values) == ["scale"]
@@ -154,7 +155,7 @@ def test_loaded_artifact_runs(artifact, scale):
     exe = sdc.runtime.load(artifact)
     x = np.random.default_rng(3).standard_normal((4, 300), dtype=np.float32)
     np.testing.assert_allclose(exe(x)[0], reference(x, scale), rtol=1e-6, atol=1e-6)
-    assert exe.kernel_count == 4 and exe.target == "cpu"
+    assert exe.kernel_count == 2 and exe.target == "cpu"
 
 
 def test_writing_replaces_an_artifact_but_nothing_else(tmp_path, scale):
@@ -252,8 +253,10 @@ def test_weights_never_unpickled(artifact, tmp_path):
      r"plan.json: weight 'scale' is f32\[300\] in the weights file, value 'v1' is tensor<301xf32>"),
     (lambda p: p["ranks"][0].update(outputs=[]), r"plan.json: rank 0: 1 inputs and 0 outputs"),
     (lambda p: p["ranks"][0]["steps"][0].update(kind="teleport"), r"plan.json: step 'k0' has kind 'teleport'"),
-    (lambda p: p["ranks"][0]["steps"][3]["ops"][0]["attrs"].update(max={"float": "lots"}),
-     r"plan.json: kernel 'k3': unknown encoded value"),
+    (lambda p: p["ranks"][0]["steps"][1]["ops"][-1]["attrs"].update(max={"float": "lots"}),
+     r"plan.json: kernel 'k1': unknown encoded value"),
+    (lambda p: p["ranks"][0]["values"]["v1"].update(layout=[1, 1]),
+     r"plan.json: value 'v1' has layout \[1, 1\], which is not a permutation of its weight's 1 dims"),
     (lambda p: p.update(ranks=[]), r"plan.json: must have one plan per rank 0..0"),
 ])
 def test_malformed_plan_is_one_clean_error(artifact, edit, message):

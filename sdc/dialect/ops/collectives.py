@@ -46,8 +46,11 @@ def _local(env, a, op: str, x, **kw):
     comm = getattr(env, "comm", None)
     if comm is not None:
         return getattr(comm, op)(x, list(a["mesh_axes"]), **kw)
-    if group_size(env, a["mesh_axes"]) != 1:
-        raise RuntimeError(f"sdc.{op} over a group of more than one device needs a communicator")
+    size = group_size(env, a["mesh_axes"])
+    if size != 1:
+        # `op` is the communicator's method, not always the op's name (broadcast_from -> broadcast).
+        raise RuntimeError(f"mesh axes {list(a['mesh_axes'])} form a group of {size} devices, "
+                           "which needs a communicator")
     return x
 
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import NUMERIC, FLOAT, check_dtype
-from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec, ceil_div, is_static
+from sdc.dialect.shapes import ShapeContext, TensorSpec, is_static, window_out  # noqa: F401 (window_out: public here too)
 
 # ---------------------------------------------------------------- matmul
 
@@ -74,19 +74,6 @@ def _spatial_attr(ctx: ShapeContext, attrs: dict, key: str, n: int, default: int
     return value
 
 
-def window_out(size, k, stride, pad_begin, pad_end, dilation, ceil_mode=False):
-    """Output length of a sliding window (convolution and pooling, ONNX/torch arithmetic)."""
-    span = dilation * (k - 1) + 1
-    if not is_static(size):
-        return DYN
-    if ceil_mode:
-        out = ceil_div(size + pad_begin + pad_end - span, stride) + 1
-        if (out - 1) * stride >= size + pad_begin:
-            out -= 1
-        return out
-    return (size + pad_begin + pad_end - span) // stride + 1
-
-
 def _window_dims(ctx: ShapeContext, x: TensorSpec, kernel, attrs, ceil_mode=False) -> list:
     n = len(kernel)
     strides = _spatial_attr(ctx, attrs, "strides", n, 1)
@@ -102,7 +89,7 @@ def _window_dims(ctx: ShapeContext, x: TensorSpec, kernel, attrs, ceil_mode=Fals
     for i in range(n):
         k = kernel[i]
         size = x.shape[2 + i]
-        o = window_out(size, k, strides[i], pads[i], pads[n + i], dilations[i], ceil_mode)
+        o = ctx.window(size, k, strides[i], pads[i], pads[n + i], dilations[i], ceil_mode)
         if is_static(o) and is_static(k) and o < 1:
             ctx.fail(f"spatial dim {i} of size {size} is smaller than the (dilated) window {dilations[i] * (k - 1) + 1} "
                      f"with pads {pads[i]}+{pads[n + i]}")
@@ -145,7 +132,8 @@ _MAXPOOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 _AVGPOOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 
 
-def _conv_ref(env, a, x, w):
+def _conv_ref(env, a, x, w, bias=None):
+    """`bias` (one value per output channel) is for the CPU runtime's fused conv + bias kernels."""
     n = x.dim() - 2
     if n not in _CONV:
         raise NotImplementedError(f"reference convolution supports 1-3 spatial dims, got {n}")
@@ -153,9 +141,9 @@ def _conv_ref(env, a, x, w):
     dilations = a["dilations"] or [1] * n
     pads = a["pads"] or [0] * (2 * n)
     if pads[:n] == pads[n:]:  # symmetric: the convolution pads for free
-        return _CONV[n](x, w, None, strides, pads[:n], dilations, a["groups"])
+        return _CONV[n](x, w, bias, strides, pads[:n], dilations, a["groups"])
     x = _explicit_pad(x, pads, n, 0.0)
-    return _CONV[n](x, w, None, strides, 0, dilations, a["groups"])
+    return _CONV[n](x, w, bias, strides, 0, dilations, a["groups"])
 
 
 _WINDOW_ATTRS = {

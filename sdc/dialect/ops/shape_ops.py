@@ -14,15 +14,6 @@ from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec, is_static
 # ---------------------------------------------------------------- reshape
 
 
-def _product(dims):
-    p = 1
-    for d in dims:
-        if not is_static(d):
-            return DYN
-        p *= d
-    return p
-
-
 def _reshape_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
     x = ins[0]
     spec = list(attrs["shape"])
@@ -31,16 +22,21 @@ def _reshape_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list
     if any(isinstance(d, int) and d < -1 for d in spec):
         ctx.fail(f"shape {spec} has a negative dim other than -1")
     dims = list(shape_attr_dims(spec))
-    total = _product(x.shape)
-    known = _product([d for d, s in zip(dims, spec) if s != -1])
+    total = ctx.product(x.shape)
+    known = ctx.product([d for d, s in zip(dims, spec) if s != -1])
+    symbolic = total is not DYN and known is not DYN and not (is_static(total) and is_static(known))
     if -1 in spec:
         i = spec.index(-1)
         if is_static(total) and is_static(known):
             if known == 0 or total % known != 0:
                 ctx.fail(f"cannot reshape {total} elements into {spec}: {known} does not divide it")
             dims[i] = total // known
+        elif symbolic:
+            dims[i] = ctx.exact_div(total, known, f"cannot reshape {{a}} elements into {spec}: {{b}} does not divide it")
     elif is_static(total) and is_static(known) and total != known:
         ctx.fail(f"cannot reshape {total} elements into {spec} ({known} elements)")
+    elif symbolic:
+        ctx.equal(total, known, f"cannot reshape {{a}} elements into {spec} ({{b}} elements)")
     return [TensorSpec(tuple(dims), x.dtype)]
 
 
