@@ -45,7 +45,8 @@ class SdcRep(BackendRep):
 
     A model whose shapes depend on input values (a Reshape whose shape is a graph input, say)
     is compiled at its first run with those inputs fixed, and again whenever they change: the
-    small integer inputs are the guard, as torch.compile guards on Python ints.
+    small inputs are the guard, as torch.compile guards on Python ints. A model whose output
+    shapes depend on its data (NonZero, NonMaxSuppression) is specialized on all its inputs.
     """
 
     def __init__(self, model: onnx.ModelProto | None, executable, input_names: Sequence[str]):
@@ -75,12 +76,28 @@ class SdcRep(BackendRep):
     def _executable_for(self, named: dict[str, Any]):
         if self.executable is not None:
             return self.executable, named
-        frozen = {k: np.asarray(v) for k, v in named.items() if _is_shape_like(np.asarray(v))}
-        key = b"|".join(k.encode() + b"=" + v.dtype.str.encode() + str(v.shape).encode() + v.tobytes()
-                        for k, v in sorted(frozen.items()))
-        if key not in self._specialized:
-            self._specialized[key] = _compile(self.model, frozen)
-        return self._specialized[key], {k: v for k, v in named.items() if k not in frozen}
+        from sdc.frontend.onnx import ValueNeededError
+
+        # First fix the small inputs (shapes, axes, counts); a model whose output *shapes* depend on
+        # its data (NonZero, NonMaxSuppression, Unique) is then specialized on every input.
+        small = {k: np.asarray(v) for k, v in named.items() if _is_shape_like(np.asarray(v))}
+        everything = {k: np.asarray(v) for k, v in named.items()}
+        for frozen in (small, everything):
+            key = _value_key(frozen)
+            if key not in self._specialized:
+                try:
+                    self._specialized[key] = _compile(self.model, frozen)
+                except ValueNeededError:
+                    if frozen is everything:
+                        raise
+                    continue
+            return self._specialized[key], {k: v for k, v in named.items() if k not in frozen}
+        raise AssertionError("unreachable")
+
+
+def _value_key(frozen: dict[str, np.ndarray]) -> bytes:
+    return b"|".join(k.encode() + b"=" + v.dtype.str.encode() + str(v.shape).encode() + v.tobytes()
+                     for k, v in sorted(frozen.items()))
 
 
 def _is_shape_like(value: np.ndarray) -> bool:
