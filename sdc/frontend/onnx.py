@@ -194,8 +194,18 @@ class GraphIndex:
                 problems.append(f"graph output '{out.name}' is produced by no node, input or initializer")
         if problems:
             raise SdcError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-        # Kahn's algorithm over node dependencies; nodes are usually already sorted.
-        deps = [{produced_by[n] for n in node.input if n in produced_by} for node in self.graph.node]
+        # Kahn's algorithm over node dependencies; nodes are usually already sorted. A node with a
+        # subgraph (If, Loop, Scan) also depends on what its body reads from the enclosing graph.
+        deps = []
+        for node in self.graph.node:
+            reads = set(node.input)
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    reads |= _outer_names(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for g in a.graphs:
+                        reads |= _outer_names(g)
+            deps.append({produced_by[n] for n in reads if n in produced_by})
         users: dict[int, list[int]] = {}
         for i, d in enumerate(deps):
             for j in d:
@@ -215,6 +225,19 @@ class GraphIndex:
             raise SdcError(f"the graph has a cycle through node(s) {', '.join(repr(s) for s in stuck[:5])}"
                            + (" ..." if len(stuck) > 5 else ""))
         return order
+
+
+def _outer_names(graph: onnx.GraphProto) -> set[str]:
+    """Names a subgraph (or one nested in it) reads from its enclosing scopes."""
+    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    used: set[str] = set()
+    for node in graph.node:
+        used |= {x for x in node.input if x and x not in defined}
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                used |= _outer_names(a.g) - defined
+        defined |= set(node.output)
+    return used
 
 
 def _node_label(node: onnx.NodeProto, index: int) -> str:
