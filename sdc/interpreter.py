@@ -19,6 +19,7 @@ from sdc.dialect.attrs import read_dims
 from sdc.dialect.dialect import module_mesh, read_attrs, tensor_spec
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import is_static
+from sdc.ir_text import as_module, parse_top_level
 from sdc.mlir import MLIRError, ir, new_context
 
 
@@ -27,37 +28,12 @@ def parse_module(text: str, source_name: str = "<string>", ctx: ir.Context | Non
     ctx = ctx or new_context()
     with ctx, ir.Location.unknown():
         try:
-            op = _parse_top_level(text, source_name)
+            op = parse_top_level(text, source_name)
         except MLIRError as e:
             diags = from_mlir_error(e)
             raise SdcError(diags[0].message, diags) from None
-        op = op.operation
-        if op.name != "builtin.module":
-            # Like mlir-opt: a top-level op other than a module gets an implicit module around it.
-            module = ir.Module.create(op.location)
-            module.body.append(op)
-            op = module.operation
         # The builtin.module operation serves as "the module" everywhere in sdc.
-        return op
-
-
-_NOT_ONE_TOP_LEVEL_OP = "source must contain a single top-level operation"
-
-
-def _parse_top_level(text: str, source_name: str) -> ir.Operation:
-    """Parse IR text; several top-level ops get an implicit module, as in mlir-opt (and sdc-opt).
-
-    The implicit `module {` takes the place of the first line when that line holds no IR (blank
-    or a comment), so diagnostics keep the text's lines and columns; otherwise MLIR's error stands.
-    """
-    try:
-        return ir.Operation.parse(text, source_name=source_name)
-    except MLIRError as e:
-        first, newline, rest = text.partition("\n")
-        first_is_free = not first.strip() or first.lstrip().startswith("//")
-        if not first_is_free or not any(_NOT_ONE_TOP_LEVEL_OP in d.message for d in e.error_diagnostics):
-            raise
-    return ir.Operation.parse(f"module {{{newline}{rest}\n}}", source_name=source_name)
+        return as_module(op)
 
 
 def entry_function(module, name: str | None = None) -> ir.Operation:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from sdc.cli.common import ArgumentParser, UsageError, read_source, run_main
 from sdc.diagnostics import Diagnostic, DiagnosticSink, SdcError, SourceLoc, from_mlir_error
+from sdc.ir_text import as_module, parse_top_level
 from sdc.mlir import MLIRError, PassManager, ir, new_context
 from sdc.transforms import PASSES, get_pass
 from sdc.transforms.base import PassOptionError
@@ -196,14 +197,10 @@ class Opt:
         padded = "\n" * (first_line - 1) + text  # keeps line numbers those of the whole file
         with ctx, ir.Location.unknown():
             try:
-                op = parse_source(padded, source_name)
+                op = parse_top_level(padded, source_name)
             except MLIRError as e:
                 return ChunkResult(None, from_mlir_error(e))
-            module = op.operation
-            if module.name != "builtin.module":
-                wrapper = ir.Module.create(module.location)
-                wrapper.body.append(module)
-                module = wrapper.operation
+            module = as_module(op)
             pm = build_pipeline(self.pipeline, sink)
             if self.print_ir_after_all:
                 pm.enable_ir_printing(print_after_all=True)
@@ -214,26 +211,6 @@ class Opt:
                 return ChunkResult(None, sink.diagnostics + mlir_diags or [Diagnostic("error", "pass pipeline failed")])
             output = module.get_asm(enable_debug_info=self.debug_info)
             return ChunkResult(output, sink.diagnostics)
-
-
-_NOT_ONE_TOP_LEVEL_OP = "source must contain a single top-level operation"
-
-
-def parse_source(text: str, source_name: str) -> ir.Operation:
-    """Parse IR text; several top-level ops (or none) get an implicit module, as in mlir-opt.
-
-    The implicit `module {` replaces the first line when that line holds no IR (it is blank,
-    split-input padding or a comment), so diagnostics keep the file's lines and columns. With
-    IR on the first line, MLIR's own error stands.
-    """
-    try:
-        return ir.Operation.parse(text, source_name=source_name)
-    except MLIRError as e:
-        first, newline, rest = text.partition("\n")
-        first_is_free = not first.strip() or first.lstrip().startswith("//")
-        if not first_is_free or not any(_NOT_ONE_TOP_LEVEL_OP in d.message for d in e.error_diagnostics):
-            raise
-    return ir.Operation.parse(f"module {{{newline}{rest}\n}}", source_name=source_name)
 
 
 def _is_generic_failure(d: Diagnostic) -> bool:

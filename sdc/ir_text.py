@@ -1,0 +1,34 @@
+"""Reading IR text the way mlir-opt does (one helper for sdc-opt, the interpreter and the compiler)."""
+
+from __future__ import annotations
+
+from sdc.mlir import MLIRError, ir
+
+_NOT_ONE_TOP_LEVEL_OP = "source must contain a single top-level operation"
+
+
+def parse_top_level(text: str, source_name: str) -> ir.Operation:
+    """Parse IR text; several top-level ops (or none) get an implicit module, as in mlir-opt.
+
+    The implicit `module {` takes the place of the first line when that line holds no IR (blank,
+    split-input padding or a comment), so diagnostics keep the text's lines and columns; with IR
+    on the first line, MLIR's own error stands.
+    """
+    try:
+        return ir.Operation.parse(text, source_name=source_name)
+    except MLIRError as e:
+        first, newline, rest = text.partition("\n")
+        first_is_free = not first.strip() or first.lstrip().startswith("//")
+        if not first_is_free or not any(_NOT_ONE_TOP_LEVEL_OP in d.message for d in e.error_diagnostics):
+            raise
+    return ir.Operation.parse(f"module {{{newline}{rest}\n}}", source_name=source_name)
+
+
+def as_module(op: ir.Operation) -> ir.Operation:
+    """A single top-level op other than a module gets an implicit module around it."""
+    op = op.operation
+    if op.name == "builtin.module":
+        return op
+    module = ir.Module.create(op.location)
+    module.body.append(op)
+    return module.operation
