@@ -711,8 +711,27 @@ class NodeImporter(IndexingOps, NNOps):
 
     def op_BatchNormalization(self, node, inputs, attrs):
         if attrs.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
-            raise ShapeError("BatchNormalization in training mode is unsupported (inference only)")
+            return self._batch_norm_training(node, inputs, attrs)
         return self.emit("batch_norm", inputs[:5], epsilon=attrs.get("epsilon", 1e-5))
+
+    def _batch_norm_training(self, node, inputs, attrs) -> list[V]:
+        """Training-mode batch norm: batch statistics normalize; running statistics update by momentum."""
+        x, scale, bias, running_mean, running_var = inputs[:5]
+        axes = [0] + list(range(2, x.rank))
+        shape = [1, x.sym[1]] + [1] * (x.rank - 2)
+        mean = self.emit("reduce_mean", [x], axes=axes, keepdims=True)
+        centered = self.emit("sub", [x, mean])
+        var = self.emit("reduce_mean", [self.emit("mul", [centered, centered])], axes=axes, keepdims=True)
+        eps = self.scalar_like(attrs.get("epsilon", 1e-5), x)
+        y = self.emit("mul", [centered, self.emit("rsqrt", [self.emit("add", [var, eps])])])
+        y = self.emit("add", [self.emit("mul", [y, self.reshape(scale, shape)]), self.reshape(bias, shape)])
+        momentum = attrs.get("momentum", 0.9)
+        keep, take = self.scalar_like(momentum, x), self.scalar_like(1 - momentum, x)
+        flat_mean = self.reshape(mean, [x.sym[1]])
+        flat_var = self.reshape(var, [x.sym[1]])
+        new_mean = self.emit("add", [self.emit("mul", [running_mean, keep]), self.emit("mul", [flat_mean, take])])
+        new_var = self.emit("add", [self.emit("mul", [running_var, keep]), self.emit("mul", [flat_var, take])])
+        return [y, new_mean, new_var]
 
     def op_InstanceNormalization(self, node, inputs, attrs):
         x, scale, bias = inputs
@@ -726,8 +745,8 @@ class NodeImporter(IndexingOps, NNOps):
         return self.emit("add", [self.emit("mul", [y, self.reshape(scale, shape)]), self.reshape(bias, shape)])
 
     def op_LayerNormalization(self, node, inputs, attrs):
-        if len([o for o in node.output if o]) > 1:
-            raise ShapeError("LayerNormalization's Mean/InvStdDev outputs are unsupported")
+        if len(node.output) > 1 and any(node.output[1:]):
+            return self._layer_norm_with_statistics(node, inputs, attrs)
         x, scale = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
         axis = attrs.get("axis", -1) % x.rank
@@ -739,6 +758,27 @@ class NodeImporter(IndexingOps, NNOps):
         elif bias.rank != len(norm_shape):
             bias = self.b.emit1("broadcast", [bias], {"shape": norm_shape})
         return self.emit("layer_norm", [x, scale, bias], axis=axis, epsilon=attrs.get("epsilon", 1e-5))
+
+    def _layer_norm_with_statistics(self, node, inputs, attrs) -> list[V]:
+        """LayerNormalization that also returns Mean and InvStdDev: spelled out in the stash type."""
+        from sdc.frontend.onnx import ONNX_DTYPES
+
+        x, scale = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+        axis = attrs.get("axis", -1) % x.rank
+        stash = ONNX_DTYPES.get(attrs.get("stash_type", 1), "f32")
+        axes = list(range(axis, x.rank))
+        xs = self.cast(x, stash)
+        mean = self.emit("reduce_mean", [xs], axes=axes, keepdims=True)
+        centered = self.emit("sub", [xs, mean])
+        var = self.emit("reduce_mean", [self.emit("mul", [centered, centered])], axes=axes, keepdims=True)
+        eps = self.const(np.array(attrs.get("epsilon", 1e-5)), stash)
+        inv_std = self.emit("rsqrt", [self.emit("add", [var, eps])])
+        y = self.cast(self.emit("mul", [centered, inv_std]), x.dtype)
+        y = self.emit("mul", [y, scale])
+        if bias is not None:
+            y = self.emit("add", [y, bias])
+        return [y, mean, inv_std]
 
     def op_RMSNormalization(self, node, inputs, attrs):
         x, scale = inputs[0], inputs[1]
