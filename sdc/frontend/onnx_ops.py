@@ -683,11 +683,8 @@ class NodeImporter(IndexingOps, NNOps):
         dilations = list(attrs.get("dilations", [1] * n))
         pads = self._spatial_pads(x, kernel, strides, dilations, attrs)
         extra = {"ceil_mode": bool(attrs.get("ceil_mode", 0))}
-        if name == "max_pool":
-            extra["dilations"] = dilations
-        else:
-            if any(d != 1 for d in dilations):
-                raise ShapeError("AveragePool with dilations is unsupported")
+        extra["dilations"] = dilations
+        if name == "avg_pool":
             extra["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
         return self.emit(name, [x], kernel=kernel, strides=strides, pads=pads, **extra)
 

@@ -200,8 +200,18 @@ def _max_pool_ref(env, a, x):
     return _MAXPOOL[n](xp, kernel, strides, 0, dilations)
 
 
+def _window_sum(x: torch.Tensor, kernel, strides, dilations) -> torch.Tensor:
+    """Sum over dilated windows of the (already padded) spatial dims, for any number of them."""
+    n = len(kernel)
+    for i in range(n):
+        span = dilations[i] * (kernel[i] - 1) + 1
+        x = x.unfold(2 + i, span, strides[i])  # appends the window as a trailing dim
+    taps = tuple(slice(None, None, d) for d in dilations)
+    return x[(Ellipsis, *taps)].sum(dim=tuple(range(-n, 0)))
+
+
 def _avg_pool_ref(env, a, x):
-    n, kernel, strides, _, pads, extra = _pool_geometry(a, x)
+    n, kernel, strides, dilations, pads, extra = _pool_geometry(a, x)
     xp = _explicit_pad(x, pads, n, 0.0, extra)
     ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
     if a["count_include_pad"]:
@@ -209,6 +219,8 @@ def _avg_pool_ref(env, a, x):
         mask = _explicit_pad(mask, [0] * n + [0] * n, n, 0.0, extra)
     else:
         mask = _explicit_pad(ones, pads, n, 0.0, extra)
+    if any(d != 1 for d in dilations) or n not in _AVGPOOL:
+        return _window_sum(xp, kernel, strides, dilations) / _window_sum(mask, kernel, strides, dilations)
     total = _AVGPOOL[n](xp, kernel, strides, 0)
     count = _AVGPOOL[n](mask, kernel, strides, 0)
     return total / count
@@ -238,7 +250,8 @@ register(OpDef(
     doc=("Mean over each window of `input` [N, C, D1..Dn]. With `count_include_pad` the explicit pads count "
          "in the divisor; the extra cells `ceil_mode` adds never do."),
     operands=("input",),
-    attrs={**_POOL_ATTRS, "count_include_pad": attr("bool", False, "count explicit padding in the divisor")},
+    attrs={**_POOL_ATTRS, "count_include_pad": attr("bool", False, "count explicit padding in the divisor"),
+           "dilations": _WINDOW_ATTRS["dilations"]},
     shape=_pool_rule, ref=_avg_pool_ref,
     example=('%1 = "sdc.avg_pool"(%0) {ceil_mode = false, count_include_pad = false, kernel = array<i64: 2, 2>, '
              'pads = array<i64>, strides = array<i64: 2, 2>} : (tensor<?x64x56x56xf32>) -> tensor<?x64x28x28xf32>'),
