@@ -23,6 +23,11 @@ def _lrn_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[Ten
 
 def _lrn_ref(env, a, x):
     size = a["size"]
+    if size % 2 == 1:  # a centred window: pool over channels with implicit zero padding, no copies
+        sq = (x * x).reshape(x.shape[0], 1, x.shape[1], -1)
+        summed = F.avg_pool2d(sq, (size, 1), stride=1, padding=(size // 2, 0), count_include_pad=True)
+        summed = summed.reshape(x.shape).mul_(a["alpha"]).add_(a["bias"]).pow_(a["beta"])
+        return x / summed
     before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
     sq = (x * x).unsqueeze(1)  # [N, 1, C, spatial...]: pool over C as a spatial dim
     sq = F.pad(sq, [0, 0] * (x.dim() - 2) + [before, after])

@@ -1,0 +1,32 @@
+"""Reference semantics of the ops in sdc/dialect/ops/misc.py against loops written from the ONNX spec."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from sdc.dialect.opdef import RefEnv, get_op
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5])
+def test_lrn_matches_the_spec_window(size):
+    op = get_op("lrn")
+    x = torch.randn(2, 7, 4, 5, dtype=torch.float64)
+    attrs = op.with_defaults({"size": size, "alpha": 0.3, "beta": 0.7, "bias": 1.5})
+    got = op.ref(RefEnv(), attrs, x)
+    want = torch.empty_like(x)
+    channels = x.shape[1]
+    for c in range(channels):
+        lo = max(0, c - (size - 1) // 2)
+        hi = min(channels - 1, c + math.ceil((size - 1) / 2))
+        window = (x[:, lo:hi + 1] ** 2).sum(dim=1)
+        want[:, c] = x[:, c] / (1.5 + 0.3 / size * window) ** 0.7
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_dim_values_evaluates_symbols():
+    op = get_op("dim_values")
+    out = op.ref(RefEnv(symbols={"B": 3, "S": 5}), {"dims": ["B", "S*12", 64, "(S+1)//2"]})
+    assert out.tolist() == [3, 60, 64, 3] and out.dtype == torch.int64
