@@ -4,6 +4,7 @@ Public entry points (imported lazily so that `import sdc` and `sdc.runtime` stay
 - `sdc.compile(model, ...)`: compile a model into an artifact and load it (see sdc.compiler).
 - `sdc.runtime.load(path)`: load a compiled artifact (no MLIR needed).
 - `sdc.interpret(module_or_text, inputs)`: run IR by reference semantics.
+- `sdc.shard(tensor, *dims)`: annotate a tensor's sharding over the device mesh (see docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ def compile(model, example_args=None, **kwargs):
     from sdc.compiler import compile as _compile
 
     return _compile(model, example_args, **kwargs)
+
+
+def shard(tensor, *dims, partial=()):
+    """Annotate how `tensor` is split over the device mesh (see sdc.api_shard)."""
+    from sdc.api_shard import shard as _shard
+
+    return _shard(tensor, *dims, partial=partial)
 
 
 def __getattr__(name: str):

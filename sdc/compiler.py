@@ -24,10 +24,14 @@ SHAPES = "sdc-shape-constraints"
 InputShapes = Mapping[str, Any]  # input -> dims (a list of ints and symbol names); symbol -> int or "LO..HI"
 
 
-def pipeline_for(target: str) -> tuple[str, ...]:
-    """The compile pipeline for `target`: PIPELINE, then layouts and fusion for that target."""
-    return (*PIPELINE[:-1], f"sdc-layout-constraints{{target={target}}}", f"sdc-fuse{{target={target}}}",
-            PIPELINE[-1])
+SHARDING_PASSES: tuple[str, ...] = ("sdc-sharding-propagation", "sdc-spmd-partition")
+
+
+def pipeline_for(target: str, sharded: bool = False) -> tuple[str, ...]:
+    """The compile pipeline for `target`: PIPELINE, then (for a module with a device mesh) sharding
+    and partitioning, then layouts and fusion for that target."""
+    return (*PIPELINE[:-1], *(SHARDING_PASSES if sharded else ()), f"sdc-layout-constraints{{target={target}}}",
+            f"sdc-fuse{{target={target}}}", PIPELINE[-1])
 
 Progress = Callable[[str], None]
 
@@ -123,15 +127,19 @@ def with_input_shapes(pipeline: Sequence[str], input_shapes: InputShapes | None)
 
 def build_artifact(module, params: Mapping[str, Any] | None, output: str | os.PathLike, *, target: str = "cpu",
                    dump_ir: str | os.PathLike | None = None, options: Mapping[str, Any] | None = None,
-                   progress: Progress | None = None, input_shapes: InputShapes | None = None) -> Path:
+                   progress: Progress | None = None, input_shapes: InputShapes | None = None,
+                   mesh: Any = None, shardings: Mapping[str, Any] | None = None) -> Path:
     """Run the pipeline on `module` (in place), plan it and write the artifact `output`.
 
-    `input_shapes` binds or bounds the symbolic dims (see `compile`)."""
+    `input_shapes` binds or bounds the symbolic dims (see `compile`); `mesh` and `shardings` make a
+    partitioned program (see `compile`)."""
     from sdc.codegen.artifact import write_artifact
     from sdc.codegen.plan import build_plan
+    from sdc.transforms.sharding_ir import prepare_mesh
 
     check_target(target)
-    pipeline = with_input_shapes(pipeline_for(target), input_shapes)
+    sharded = prepare_mesh(module, mesh, shardings)
+    pipeline = with_input_shapes(pipeline_for(target, sharded), input_shapes)
     run_pipeline(module, pipeline, dump_ir, progress)
     if progress:
         progress("planning")
@@ -139,28 +147,38 @@ def build_artifact(module, params: Mapping[str, Any] | None, output: str | os.Pa
     if progress:
         progress(f"writing {output}")
     all_options = {"target": target, "pipeline": ",".join(pipeline), **dict(options or {})}
+    if sharded:
+        all_options["mesh"] = ",".join(f"{a}={n}" for a, n in plan.mesh.items())
     return write_artifact(plan, module, output, options=all_options)
 
 
 def compile_module(module, params: Mapping[str, Any] | None = None, *, target: str = "cpu",
                    output: str | os.PathLike | None = None, dump_ir: str | os.PathLike | None = None,
                    options: Mapping[str, Any] | None = None, progress: Progress | None = None,
-                   input_shapes: InputShapes | None = None):
+                   input_shapes: InputShapes | None = None, mesh: Any = None,
+                   shardings: Mapping[str, Any] | None = None):
     """Compile an sdc module (changed in place by the passes) with its parameter values; load the result.
 
     With `output=None` the artifact goes to a temporary directory that lives as long as the
-    returned executable.
+    returned executable. Under torchrun only rank 0 writes `output` (the others compile the same
+    program into a temporary directory).
     """
     from sdc.runtime import load
+    from sdc.runtime.distributed import launch_env
 
+    env = launch_env()
+    if output is not None and env is not None and env.world_size > 1 and env.rank != 0:
+        output = None
+    extra = {"mesh": mesh, "shardings": shardings}
     if output is not None:
-        return load(build_artifact(module, params, output, target=target, dump_ir=dump_ir, options=options,
-                                   progress=progress, input_shapes=input_shapes))
+        return _load_compiled(load, build_artifact(module, params, output, target=target, dump_ir=dump_ir,
+                                                   options=options, progress=progress, input_shapes=input_shapes,
+                                                   **extra), env)
     tmp = tempfile.TemporaryDirectory(prefix="sdc-")
     try:
         path = build_artifact(module, params, Path(tmp.name) / "model.sdc", target=target, dump_ir=dump_ir,
-                              options=options, progress=progress, input_shapes=input_shapes)
-        exe = load(path)
+                              options=options, progress=progress, input_shapes=input_shapes, **extra)
+        exe = _load_compiled(load, path, env)
     except BaseException:
         tmp.cleanup()
         raise
@@ -168,11 +186,26 @@ def compile_module(module, params: Mapping[str, Any] | None = None, *, target: s
     return exe
 
 
+def _load_compiled(load, path: Path, env):
+    """Load a fresh artifact; one for several devices only under a launcher (torchrun)."""
+    if env is None:
+        from sdc.runtime.artifact import read_artifact
+
+        artifact = read_artifact(path)
+        if artifact.world_size > 1:
+            mesh = ",".join(f"{a}={n}" for a, n in artifact.manifest["mesh"].items())
+            raise SdcError(f"the program is compiled for {artifact.world_size} devices (mesh {mesh}): run it under "
+                           f"torchrun --nproc-per-node={artifact.world_size}, or write it with output= and run "
+                           "sdc.runtime.distributed.simulate on it")
+    return load(path)
+
+
 # ---------------------------------------------------------------- models
 
 
 def import_model(model: Any, *, input_shapes: InputShapes | None = None,
-                 params_file: str | os.PathLike | None = None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+                 params_file: str | os.PathLike | None = None,
+                 mesh: Any = None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """(module, params, options) for an ONNX model (path or ModelProto) or an `.mlir` file.
 
     An `.mlir` file takes its parameter values from `params_file` (.safetensors or .npz). The ONNX
@@ -202,7 +235,8 @@ def import_model(model: Any, *, input_shapes: InputShapes | None = None,
             raise SdcError("the ONNX frontend (sdc.frontend.onnx) is not available in this sdc") from None
         raise
     dims = {k: list(v) for k, v in (input_shapes or {}).items() if not isinstance(v, (str, int))}
-    imported = import_onnx(model if not isinstance(model, os.PathLike) else str(model), dims or None)
+    imported = import_onnx(model if not isinstance(model, os.PathLike) else str(model), dims or None,
+                           mesh=_mesh_dict(mesh))
     shapes = {k: v if isinstance(v, (str, int)) else list(v) for k, v in input_shapes.items()} if input_shapes else None
     return imported.module, dict(imported.params), {"source": source, "frontend": "onnx", "input_shapes": shapes}
 
@@ -251,9 +285,21 @@ def read_params(path: str | os.PathLike) -> dict[str, Any]:
     raise SdcError(f"parameter file '{p}' must be .safetensors or .npz")
 
 
+def _mesh_dict(mesh: Any) -> dict[str, int] | None:
+    from sdc.dialect.mesh import Mesh, MeshError
+
+    if mesh is None:
+        return None
+    try:
+        return (Mesh.parse(mesh) if isinstance(mesh, str) else Mesh.of(mesh)).as_dict()
+    except (MeshError, TypeError, ValueError) as e:
+        raise SdcError(f"bad mesh {mesh!r}: {e}") from None
+
+
 def compile(model: Any, example_args: Sequence[Any] | None = None, *, target: str = "cpu",
             input_shapes: InputShapes | None = None, output: str | os.PathLike | None = None,
-            dump_ir: str | os.PathLike | None = None, progress: Progress | None = None):
+            dump_ir: str | os.PathLike | None = None, progress: Progress | None = None,
+            mesh: Any = None, shardings: Mapping[str, Any] | None = None):
     """Compile a model into an artifact and load it; returns the `sdc.runtime.Executable`.
 
     `model`: an ONNX model (path or `onnx.ModelProto`), or an `.mlir` file without parameters.
@@ -262,6 +308,9 @@ def compile(model: Any, example_args: Sequence[Any] | None = None, *, target: st
     `output`: the artifact directory (default: a temporary one, alive as long as the executable).
     `dump_ir`: a directory for the IR after import and after each pass.
     `example_args` are for the PyTorch and JAX frontends, which are not there yet.
+    `mesh`: a device mesh (`"dp=2,tp=2"` or `{"dp": 2, "tp": 2}`) makes a partitioned program, one
+    process per device (docs/distributed.md); `shardings`: input, output or parameter name -> its
+    sharding, one entry per dim (None, "dp", ("dp", "tp")), user annotations like `sdc.shard`.
     """
     check_target(target)
     if example_args is not None:
@@ -269,9 +318,9 @@ def compile(model: Any, example_args: Sequence[Any] | None = None, *, target: st
     started = time.perf_counter()
     if progress:
         progress("importing the model")
-    module, params, options = import_model(model, input_shapes=input_shapes)
+    module, params, options = import_model(model, input_shapes=input_shapes, mesh=mesh)
     exe = compile_module(module, params, target=target, output=output, dump_ir=dump_ir, options=options,
-                         progress=progress, input_shapes=input_shapes)
+                         progress=progress, input_shapes=input_shapes, mesh=mesh, shardings=shardings)
     if progress:
         progress(f"compiled in {time.perf_counter() - started:.1f} s")
     return exe

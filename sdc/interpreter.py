@@ -112,14 +112,36 @@ def _bind_inputs(fn: ir.Operation, inputs) -> tuple[list[torch.Tensor], dict[str
         for d, (size, want) in enumerate(zip(t.shape, spec.shape)):
             if is_static(want) and size != want:
                 raise SdcError(f"input '{names[i]}' dim {d} is {size}, expected {want} ({spec})")
+        shards = _arg_shards(fn, i, len(dims or []))
         for d, name in enumerate(dims or []):
             if isinstance(name, str):
-                if name in symbols and symbols[name] != t.shape[d]:
+                size = int(t.shape[d]) * shards[d]  # a partitioned program's argument is a block of the input
+                if name in symbols and symbols[name] != size:
                     raise SdcError(f"input '{names[i]}' dim {d} is {t.shape[d]}, but symbol '{name}' is {symbols[name]} "
                                    "from an earlier input")
-                symbols[name] = int(t.shape[d])
+                symbols[name] = size
         tensors.append(t)
     return tensors, symbols
+
+
+def _arg_shards(fn: ir.Operation, i: int, rank: int) -> list[int]:
+    """How many blocks each dim of argument i is split into (its `sdc.sharding` over the module's mesh)."""
+    if "arg_attrs" not in fn.attributes:
+        return [1] * rank
+    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes["arg_attrs"])[i])
+    if "sdc.sharding" not in attrs:
+        return [1] * rank
+    from sdc.dialect.attrs import read_sharding
+
+    per_dim, _ = read_sharding(attrs["sdc.sharding"])
+    mesh = module_mesh(fn) or {}
+    out = []
+    for d in range(rank):
+        n = 1
+        for axis in per_dim[d] if d < len(per_dim) else []:
+            n *= mesh.get(axis, 1)
+        out.append(n)
+    return out
 
 
 def _missing(name: str):

@@ -1,7 +1,7 @@
 """sdc: compile a model into an artifact, run an artifact, inspect an artifact.
 
     sdc compile MODEL [-o OUT.sdc] [--target cpu|cuda] [--input-shape NAME=DIMS|SYMBOL=LO..HI ...] [--dump-ir DIR]
-                      [--params FILE] [--explain layout]
+                      [--params FILE] [--mesh dp=2,tp=2] [--explain layout|sharding]
     sdc run ARTIFACT [--input NAME=FILE.npy ...] [--output-dir DIR] [--dim NAME=SIZE ...] [--seed N]
                      [--repeat N]
     sdc inspect ARTIFACT
@@ -110,14 +110,16 @@ def compile_command(args, out: TextIO) -> int:
     from sdc.compiler import build_artifact, check_target, import_model
 
     check_target(args.target)
+    mesh = parse_mesh(args.mesh) if args.mesh else None
     output = Path(args.output) if args.output else Path(Path(args.model).stem + ".sdc")
     progress = Progress(sys.stderr)
     started = time.perf_counter()
     try:
         progress(f"importing {args.model}")
-        module, params, options = import_model(args.model, input_shapes=shapes or None, params_file=args.params)
+        module, params, options = import_model(args.model, input_shapes=shapes or None, params_file=args.params,
+                                               mesh=mesh.as_dict() if mesh else None)
         path = build_artifact(module, params, output, target=args.target, dump_ir=args.dump_ir, options=options,
-                              progress=progress, input_shapes=shapes or None)
+                              progress=progress, input_shapes=shapes or None, mesh=mesh)
     finally:
         progress.done()
     from sdc.runtime.artifact import read_artifact
@@ -132,7 +134,20 @@ def compile_command(args, out: TextIO) -> int:
 
         out.write(f"layout and fusion (target {artifact.manifest['target']})\n")
         out.write(format_layout_report(layout_report(artifact.plan)))
+    if args.explain == "sharding":
+        from sdc.cli.sharding_report import format_sharding_report
+
+        out.write(format_sharding_report(module, artifact.manifest))
     return 0
+
+
+def parse_mesh(text: str):
+    from sdc.dialect.mesh import Mesh, MeshError
+
+    try:
+        return Mesh.parse(text)
+    except MeshError as e:
+        raise UsageError(f"--mesh {text}: {e}") from None
 
 
 # ---------------------------------------------------------------- sdc run
@@ -151,7 +166,11 @@ def run_command(args, out: TextIO) -> int:
 
     from sdc.runtime import load
 
-    exe = load(args.artifact)
+    exe = load(args.artifact, device=args.device)
+    if exe.rank != 0:  # under torchrun every rank runs; rank 0 alone reports and writes the outputs
+        import io
+
+        out = io.StringIO()
     given = {name: read_npy(file, name) for name, file in files.items()}
     symbols = {s for t in exe.inputs for s in t.symbols}
     unknown = sorted(set(dims) - symbols)
@@ -173,13 +192,17 @@ def run_command(args, out: TextIO) -> int:
             shape = [_dim_size(d, i, sizes) for i, d in enumerate(info.shape)]
             inputs[info.name] = random_tensor(rng, info.dtype, shape)
             out.write(f"input  {info.name}  {info.dtype}{shape}  random\n")
+    if exe.device.type != "cpu":
+        inputs = {name: t.to(exe.device) for name, t in inputs.items()}
     times = []
     outputs: list = []
     for _ in range(max(1, args.repeat)):
         started = time.perf_counter()
         outputs = exe(**inputs)
+        if exe.device.type == "cuda":
+            torch.cuda.synchronize(exe.device)
         times.append(time.perf_counter() - started)
-    arrays = [(t.float() if t.dtype == torch.bfloat16 else t).numpy() for t in outputs]
+    arrays = [(t.float() if t.dtype == torch.bfloat16 else t).cpu().numpy() for t in outputs]
     for info, array in zip(exe.outputs, arrays):
         out.write(f"output {info.name}  {info.dtype}{list(array.shape)}  {summarize(array)}\n")
     if args.output_dir:
@@ -316,6 +339,8 @@ def inspect_command(args, out: TextIO) -> int:
     mesh = ", ".join(f"{k}={v}" for k, v in m["mesh"].items()) or "none"
     out.write(f"artifact  {a.root}  (format {m['format_version']}, sdc {m['sdc_version']})\n")
     out.write(f"target    {m['target']}  world size {m['world_size']}  mesh {mesh}\n")
+    if "shardings" in a.plan:
+        out.write(f"split     {format_shardings(a.plan['shardings'], m['entry'])}\n")
     out.write("inputs\n")
     for t in m["entry"]["inputs"]:
         out.write(f"  {t['name']}: {t['dtype']}{format_shape(t['shape'])}\n")
@@ -359,6 +384,22 @@ def inspect_command(args, out: TextIO) -> int:
     return 0
 
 
+def format_shardings(table: dict, entry: dict) -> str:
+    """`x [dp, -] -> y [dp, -]`: how a partitioned artifact splits its inputs and outputs."""
+    from sdc.dialect.mesh import MeshError, from_json
+
+    def one(tensors, shardings) -> str:
+        items = []
+        for t, s in zip(tensors, shardings):
+            try:
+                items.append(f"{t['name']} {from_json(s) if s is not None else '(whole)'}")
+            except MeshError:
+                items.append(f"{t['name']} ?")
+        return ", ".join(items) or "none"
+
+    return f"{one(entry['inputs'], table.get('inputs', []))} -> {one(entry['outputs'], table.get('outputs', []))}"
+
+
 def format_bytes(n: int) -> str:
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -389,9 +430,14 @@ def make_parser() -> ArgumentParser:
                         "repeatable")
     c.add_argument("--dump-ir", metavar="DIR", help="write the IR after import and after each pass to DIR")
     c.add_argument("--params", metavar="FILE", help="parameter values for an .mlir model (.safetensors or .npz)")
-    c.add_argument("--explain", choices=["layout"],
+    c.add_argument("--mesh", metavar="AXIS=N,...",
+                   help="compile for a device mesh of named axes, e.g. dp=2,tp=2: one process per device "
+                        "(run it with torchrun --nproc-per-node=4 --no-python sdc run ...)")
+    c.add_argument("--explain", choices=["layout", "sharding"],
                    help="after compiling, report on the result: 'layout' lists the layout casts left and why, "
-                        "the kernel groups, and the memory traffic before and after fusion")
+                        "the kernel groups, and the memory traffic before and after fusion; 'sharding' lists "
+                        "the shardings chosen and every collective inserted, with the op that needed it, the "
+                        "tensor, the bytes per step and why")
     c.add_argument("--debug", action="store_true", help="show Python tracebacks")
 
     r = sub.add_parser("run", help="run an artifact on given or random inputs")
@@ -404,6 +450,8 @@ def make_parser() -> ArgumentParser:
                         f"names, {DEFAULT_DIM_SIZE} otherwise)")
     r.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     r.add_argument("--repeat", type=int, default=1, help="run N times and report the median time")
+    r.add_argument("--device", default=None, metavar="cpu|cuda",
+                   help="where the ops run (default cpu; cuda: the process's GPU, cuda:LOCAL_RANK under torchrun)")
     r.add_argument("--debug", action="store_true", help="show Python tracebacks")
 
     i = sub.add_parser("inspect", help="describe an artifact: signature, ranks, kernels, layouts and fusion, "

@@ -5,7 +5,9 @@
 `sdc.parameter` and `sdc.constant` make no step: their values are weights, stored in the rank's
 weights file and bound by name at load time. A weight with a non-row-major `sdc.layout` is stored
 in that physical order (its value records the `layout`; the runtime views it back logically), and
-a `sdc.layout_cast` keeps the `reason` the layout pass gave it. Every value gets an id with its shape (ints, symbol names, "?")
+a `sdc.layout_cast` keeps the `reason` the layout pass gave it.
+
+Every value gets an id with its shape (ints, symbol names, "?")
 and dtype, and each step lists the intermediates whose last use it is, so the runtime frees
 them as it goes. The plan is plain JSON (`Plan.to_json()`); see docs/artifact.md.
 """
@@ -39,10 +41,14 @@ class RankPlan:
     outputs: list[str] = field(default_factory=list)
     steps: list[dict] = field(default_factory=list)
     weights: dict[str, torch.Tensor] = field(default_factory=dict)
+    coords: dict[str, int] | None = None  # the rank's position on the mesh (partitioned programs)
 
     def to_json(self) -> dict:
-        return {"rank": self.rank, "weights": weights_file(self.rank), "values": self.values,
-                "inputs": self.inputs, "outputs": self.outputs, "steps": self.steps}
+        out = {"rank": self.rank, "weights": weights_file(self.rank), "values": self.values,
+               "inputs": self.inputs, "outputs": self.outputs, "steps": self.steps}
+        if self.coords is not None:
+            out["coords"] = self.coords
+        return out
 
 
 @dataclass
@@ -54,10 +60,14 @@ class Plan:
     outputs: list[dict]
     guards: list[dict]  # {"condition", "message"}
     ranks: list[RankPlan]
+    shardings: dict | None = None  # how each input and output is split (partitioned programs)
 
     def to_json(self) -> dict:
-        return {"target": self.target, "world_size": self.world_size, "mesh": self.mesh,
-                "ranks": [r.to_json() for r in self.ranks]}
+        out = {"target": self.target, "world_size": self.world_size, "mesh": self.mesh,
+               "ranks": [r.to_json() for r in self.ranks]}
+        if self.shardings is not None:
+            out["shardings"] = self.shardings
+        return out
 
 
 def build_plan(module, params: Mapping[str, Any] | None = None, target: str = "cpu") -> Plan:
@@ -69,9 +79,11 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = "c
     world_size = 1
     for size in mesh.values():
         world_size *= size
-    if world_size != 1:
-        raise SdcError(f"the module's mesh {mesh} has {world_size} devices; planning for more than one "
-                       "device is not supported yet")
+    if world_size != 1 and "sdc.partitioned" not in module_op.attributes:
+        raise SdcError(f"the module's mesh {mesh} has {world_size} devices but the program is not partitioned: "
+                       "run sdc-sharding-propagation and sdc-spmd-partition first (sdc compile --mesh does)")
+    if mesh and "sdc.partitioned" in module_op.attributes:
+        return _build_ranks(module_op, params or {}, target, mesh)
     with module_op.context:
         builder = _RankBuilder(0, params or {})
         entry = entry_function(module_op)
@@ -79,6 +91,34 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = "c
         guards = entry_guards(entry)
     return Plan(target=target, mesh=mesh, world_size=world_size, inputs=inputs, outputs=outputs, guards=guards,
                 ranks=[builder.plan])
+
+
+def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: dict[str, int]) -> Plan:
+    """A partitioned program: one rank plan per device, each holding its weight blocks (sdc/codegen/ranks.py)."""
+    from sdc.codegen import ranks as R
+    from sdc.dialect.mesh import Mesh
+
+    mesh = Mesh.of(mesh_axes)
+    plans = []
+    with module_op.context:
+        entry = entry_function(module_op)
+        for rank in range(mesh.world_size):
+            builder = _RankBuilder(rank, params)
+            builder.mesh = mesh
+            inputs, outputs = builder.walk(entry)
+            R.prune_weights(builder.plan)
+            builder.plan.coords = mesh.coords(rank)
+            plans.append(builder.plan)
+        in_shardings = R.io_shardings(entry, "arg_attrs", len(inputs))
+        out_shardings = R.io_shardings(entry, "res_attrs", len(outputs))
+        R.globalize(inputs, in_shardings, mesh)
+        R.globalize(outputs, out_shardings, mesh)
+        for plan in plans:
+            R.localize_inputs(plan, in_shardings, mesh)
+        table = R.sharding_table(entry, len(inputs), len(outputs))
+        guards = entry_guards(entry)
+    return Plan(target=target, mesh=mesh_axes, world_size=mesh.world_size, inputs=inputs, outputs=outputs,
+                guards=guards, ranks=plans, shardings=table)
 
 
 class _RankBuilder:
@@ -91,6 +131,7 @@ class _RankBuilder:
         self.param_errors: list[str] = []
         self.constants = 0
         self.logical: dict[str, torch.Tensor] = {}  # parameter values, in their logical order
+        self.mesh = None  # the device mesh of a partitioned program (see _build_ranks)
 
     # ------------------------------------------------------------ values
 
@@ -156,6 +197,11 @@ class _RankBuilder:
         if opdef.name == "parameter":
             self._parameter(op, attrs["name"], _layout(op))
             return
+        if opdef.name in ("all_slice", "slice") and self.mesh is not None:
+            from sdc.codegen.ranks import fold_weight_op
+
+            if fold_weight_op(self, op, opdef, attrs, _layout(op)):
+                return
         if opdef.name == "constant":
             layout = _layout(op)
             name = self._store_weight(self._constant_name(), _physical(attrs["value"].tensor, layout))

@@ -91,6 +91,20 @@ def read_mesh(attr: ir.Attribute) -> dict[str, int]:
     return dict(zip(names, sizes))
 
 
+def read_sharding(attr: ir.Attribute) -> tuple[list[list[str]], list[str]]:
+    """(per-dim axis lists, partial axes) of a `#sdc.sharding<...>`. Raises AttrError."""
+    if not isinstance(attr, ShardingAttr):
+        raise AttrError(f'expected #sdc.sharding<[["dp"], []], []>, found {attr}')
+    what = 'per-dim mesh axes ([["dp"], [], ["tp"]])'
+    dims = []
+    for d in _expect(attr.dims, ir.ArrayAttr, what):
+        dims.append([_expect(a, ir.StringAttr, "mesh axis names as strings").value
+                     for a in _expect(d, ir.ArrayAttr, what)])
+    partial = [_expect(a, ir.StringAttr, "mesh axis names as strings").value
+               for a in _expect(attr.partial, ir.ArrayAttr, 'partial-sum mesh axes (["tp"])')]
+    return dims, partial
+
+
 def read_dims(attr: ir.Attribute) -> list:
     if not isinstance(attr, DimsAttr):
         raise AttrError(f"expected #sdc.dims<...>, found {attr}")
@@ -242,6 +256,9 @@ def to_python(spec: AttrSpec, attr: ir.Attribute):
         return _read_mixed_array(attr)
     if kind == "dense":
         return _read_dense(attr)
+    if kind == "sharding":
+        dims, partial = read_sharding(attr)
+        return [dims, partial]
     if kind == "layout":
         if not isinstance(attr, LayoutAttr):
             raise AttrError(f"expected #sdc.layout<array<i64: ...>>, found {attr}")
@@ -276,4 +293,7 @@ def to_mlir(spec: AttrSpec, value) -> ir.Attribute:
         return dense_attr(value if isinstance(value, DenseValue) else DenseValue.from_numpy(np.asarray(value)))
     if kind == "layout":
         return layout(value)
+    if kind == "sharding":
+        dims, partial = value
+        return sharding([list(d) for d in dims], list(partial))
     raise AttrError(f"unknown attribute kind {kind}")

@@ -63,6 +63,8 @@ KIND_SYNTAX = {
     "enum": ('"tanh"', "one string out of a fixed set"),
     "dense": ("dense<[1.0, 2.0]> : tensor<2xf32>", "a dense elements literal"),
     "layout": ("#sdc.layout<array<i64: 0, 2, 3, 1>>", "a physical dim order (a permutation)"),
+    "sharding": ('#sdc.sharding<[["dp"], [], ["tp"]], ["tp"]>',
+                 "per tensor dim the mesh axes splitting it, then the axes holding partial sums"),
 }
 
 INTRO = """\

@@ -24,7 +24,9 @@ REQUIRED = object()
 #   enum                         a str from AttrSpec.choices
 #   dense                        a numpy array (constants)
 #   layout                       a permutation (list of ints), printed as #sdc.layout<...>
-ATTR_KINDS = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "shape", "enum", "dense", "layout")
+#   sharding                     [per-dim axis lists, partial axes], printed as #sdc.sharding<...>
+ATTR_KINDS = ("int", "float", "bool", "str", "ints", "floats", "strs", "dtype", "shape", "enum", "dense", "layout",
+              "sharding")
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,8 @@ ONNX_DTYPES: dict[int, str] = {
 SDC_TO_ONNX = {v: k for k, v in ONNX_DTYPES.items()}
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
+from sdc.frontend.onnx_sharding import annotate, import_shard_node, is_shard_node, node_specs  # noqa: E402
+
 
 @dataclass(frozen=True)
 class ImportConfig:
@@ -60,6 +62,7 @@ class ImportConfig:
     input_shapes: dict[str, list] = field(default_factory=dict)
     constant_inputs: dict[str, Any] = field(default_factory=dict)
     entry_name: str = "main"
+    mesh: dict[str, int] | None = None  # the device mesh, to read ONNX multi-device sharding annotations
 
 
 @dataclass
@@ -261,6 +264,8 @@ def check_supported(model: onnx.ModelProto, index: GraphIndex) -> None:
     opset = model_opset(model)
     missing = []
     for i, node in enumerate(index.graph.node):
+        if is_shard_node(node):
+            continue
         if node.domain not in DEFAULT_DOMAINS:
             missing.append(f"{node.domain}.{node.op_type} (domain '{node.domain}', node '{index.node_names[i]}')")
         elif not NodeImporter.supports(node.op_type):
@@ -271,9 +276,10 @@ def check_supported(model: onnx.ModelProto, index: GraphIndex) -> None:
 
 
 def import_onnx(model, input_shapes: dict[str, list] | None = None, config: ImportConfig | None = None, *,
-                constant_inputs: dict[str, Any] | None = None) -> ImportedModel:
-    """Import an ONNX ModelProto or file into the sdc dialect."""
-    config = config or ImportConfig(input_shapes=dict(input_shapes or {}), constant_inputs=dict(constant_inputs or {}))
+                constant_inputs: dict[str, Any] | None = None, mesh: dict[str, int] | None = None) -> ImportedModel:
+    """Import an ONNX ModelProto or file into the sdc dialect (`mesh`: see sdc/frontend/onnx_sharding.py)."""
+    config = config or ImportConfig(input_shapes=dict(input_shapes or {}), constant_inputs=dict(constant_inputs or {}),
+                                    mesh=dict(mesh) if mesh else None)
     proto, source = load_model(model)
     if config.constant_inputs:
         proto = _freeze_inputs(proto, config.constant_inputs)
@@ -331,7 +337,18 @@ class _Importer:
                 self.builder.loc = loc
                 with loc:
                     try:
-                        outs = importer.import_node(node, [self.values[n] if n else None for n in node.input])
+                        inputs = [self.values[n] if n else None for n in node.input]
+                        specs = node_specs(node)
+                        if specs:
+                            inputs = [annotate(self.builder, v, specs.get(n), self.config.mesh, label) if v else v
+                                      for n, v in zip(node.input, inputs)]
+                        if is_shard_node(node):
+                            outs = import_shard_node(self.builder, node, inputs, label)
+                        else:
+                            outs = importer.import_node(node, inputs)
+                        if specs:
+                            outs = [annotate(self.builder, v, specs.get(n), self.config.mesh, label)
+                                    for n, v in zip(node.output, outs)]
                     except CompileTimeValueError as e:
                         raise ValueNeededError(f"node '{label}' ({node.op_type}): {e}") from None
                     except (ShapeError, ValueError) as e:

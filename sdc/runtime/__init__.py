@@ -9,6 +9,7 @@ See docs/runtime.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ __all__ = ["load", "Executable", "TensorInfo", "Guard", "WeightInfo", "read_arti
 class Executable:
     """A loaded artifact, callable on inputs. Build it with `sdc.runtime.load`."""
 
-    def __init__(self, artifact: Artifact, device: torch.device, rank: int = 0):
+    def __init__(self, artifact: Artifact, device: torch.device, rank: int = 0, comm: Any = None):
         self.artifact = artifact
+        self.comm = comm  # the collectives of a partitioned artifact (sdc.runtime.distributed)
         self.path = artifact.root
         self.device = device
         self.rank = rank
@@ -44,9 +46,14 @@ class Executable:
         except ValueError as e:
             raise artifact.error(MANIFEST, str(e)) from None
         weights = artifact.load_weights(rank)
+        if device.type != "cpu":
+            weights = {k: v.to(device) for k, v in weights.items()}
+        self._shardings = _io_shardings(artifact, len(self.inputs), len(self.outputs)) if comm is not None else None
         try:
-            self._executor = CpuExecutor(artifact.rank_plan(rank), weights, manifest["mesh"],
-                                         lambda msg: artifact.error(PLAN, msg))
+            # Tensors made while preparing (fused kernels' folded weights) go where the weights are.
+            with torch.device(device) if device.type != "cpu" else contextlib.nullcontext():
+                self._executor = CpuExecutor(artifact.rank_plan(rank), weights, manifest["mesh"],
+                                             lambda msg: artifact.error(PLAN, msg), comm=comm, device=device)
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise artifact.error(PLAN, f"is malformed ({type(e).__name__}: {e})") from None
         self._weight_storages = {_storage(t) for t in weights.values()}
@@ -60,8 +67,17 @@ class Executable:
         numpy arrays in give numpy arrays out (bf16 widened to f32); if any input is a torch
         tensor the outputs are torch tensors (made under `torch.inference_mode()`).
         """
-        bound = self._signature.bind(args, named, self.device)
-        outs = self._executor.run(bound.tensors, bound.symbols)
+        if self.comm is None:
+            bound = self._signature.bind(args, named, self.device)
+            outs = self._executor.run(self._on_device(bound.tensors), bound.symbols)
+        else:
+            try:
+                bound, outs = self._run_distributed(args, named)
+            except BaseException:
+                from sdc.runtime.distributed import FAILED
+
+                FAILED.set()  # the other ranks may be waiting in a collective: no barrier at exit
+                raise
         # An output may alias a weight or an input (identity-like ops): give the caller its own copy.
         taken = self._weight_storages | {_storage(t) for t in bound.tensors}
         result = []
@@ -74,35 +90,115 @@ class Executable:
             result.append(t if bound.as_torch else _to_numpy(t))
         return result
 
+    def _on_device(self, tensors: list) -> list:
+        return tensors if self.device.type == "cpu" else [t.to(self.device) for t in tensors]
+
+    def _run_distributed(self, args, named):
+        """Bind the global inputs, keep this rank's blocks, run, and assemble the global outputs."""
+        comm = self.comm
+        bound = self._signature.bind(args, named, self.device)
+        ins, outs_sharding = self._shardings
+        tensors = [comm.shard(t, s, info.name) if s is not None else t
+                   for t, s, info in zip(self._on_device(bound.tensors), ins, self.inputs)]
+        outs = self._executor.run(tensors, bound.symbols)
+        outs = [comm.assemble(t, s, info.name) if s is not None else t
+                for t, s, info in zip(outs, outs_sharding, self.outputs)]
+        if hasattr(comm, "synchronize"):
+            comm.synchronize()
+        return bound, outs
+
     def __repr__(self) -> str:
         ins = ", ".join(str(t) for t in self.inputs)
         outs = ", ".join(str(t) for t in self.outputs)
         return f"Executable('{self.path}', target={self.target}: ({ins}) -> ({outs}))"
 
 
-def load(path: str | os.PathLike, device: str | torch.device | None = None) -> Executable:
-    """Load and check an artifact directory; every problem is an SdcError naming the file."""
+def load(path: str | os.PathLike, device: str | torch.device | None = None, *, comm: Any = None,
+         timeout: float | None = None) -> Executable:
+    """Load and check an artifact directory; every problem is an SdcError naming the file.
+
+    A partitioned artifact (compiled with a mesh) runs under torchrun: each process joins the process
+    group (gloo on the CPU, NCCL on CUDA), loads its rank's plan and weights, and calls take the
+    global inputs and return the global outputs (see docs/distributed.md). `device="cuda"` runs the
+    plan's ops on the process's GPU (`cuda:LOCAL_RANK`). `timeout`: seconds a collective may take
+    (default: SDC_COLLECTIVE_TIMEOUT, else 300). `comm`: a communicator of your own (tests).
+    """
+    from sdc.runtime import distributed as D
+
     artifact = read_artifact(Path(path))
-    dev = _device(device)
     target = artifact.manifest["target"]
     if target != "cpu":
         raise SdcError(f"artifact '{artifact.root}' is compiled for target '{target}'; "
                        "this runtime runs 'cpu' artifacts only so far")
-    if artifact.world_size != 1:
-        raise SdcError(f"artifact '{artifact.root}' is compiled for {artifact.world_size} devices; "
-                       "running on more than one is not supported yet")
-    return Executable(artifact, dev)
+    env = D.launch_env()
+    dev = _device(device, env)
+    partitioned = "shardings" in artifact.plan
+    if comm is None and (artifact.world_size > 1 or (partitioned and env is not None)):
+        comm = _join(artifact, dev, D, timeout)
+    elif comm is None and env is not None and env.world_size > 1:
+        raise SdcError(f"artifact '{artifact.root}' is compiled for one device but this launch has "
+                       f"{env.world_size} (WORLD_SIZE={env.world_size}); compile it with --mesh to run it on "
+                       f"{env.world_size}")
+    if comm is not None and comm.world_size != artifact.world_size:
+        raise SdcError(f"artifact '{artifact.root}' is compiled for {artifact.world_size} devices, the "
+                       f"communicator has {comm.world_size}")
+    return Executable(artifact, dev, rank=comm.rank if comm is not None else 0, comm=comm)
 
 
-def _device(device: str | torch.device | None) -> torch.device:
+def _join(artifact: Artifact, dev: torch.device, D, timeout: float | None):
+    from sdc.dialect.mesh import Mesh
+
+    mesh = Mesh.of(artifact.manifest["mesh"])
+    seconds = timeout if timeout is not None else D.default_timeout()
+    env = D.join(artifact.world_size, dev, seconds)
+    plan = artifact.rank_plan(env.rank)
+    axis_sets = D.collective_axes(plan)
+    for s in _io_shardings(artifact, len(artifact.manifest["entry"]["inputs"]),
+                           len(artifact.manifest["entry"]["outputs"]))[1]:
+        if s is not None:
+            axis_sets += [list(d) for d in s.dims if d] + ([list(s.partial)] if s.partial else [])
+    try:
+        return D.TorchCommunicator(mesh, env.rank, dev, axis_sets, seconds, D.check_requested())
+    except SdcError:
+        raise
+    except Exception as e:
+        raise SdcError(f"rank {env.rank}: cannot set up the process groups of mesh {mesh}: {e}") from e
+
+
+def _io_shardings(artifact: Artifact, n_in: int, n_out: int):
+    from sdc.dialect.mesh import MeshError, from_json
+
+    table = artifact.plan.get("shardings")
+    if table is None:
+        return [None] * n_in, [None] * n_out
+    try:
+        ins = [from_json(s) if s is not None else None for s in table["inputs"]]
+        outs = [from_json(s) if s is not None else None for s in table["outputs"]]
+    except (MeshError, KeyError, TypeError) as e:
+        raise artifact.error(PLAN, f"'shardings' is malformed: {e}") from None
+    if len(ins) != n_in or len(outs) != n_out:
+        raise artifact.error(PLAN, f"'shardings' lists {len(ins)} inputs and {len(outs)} outputs, the manifest's "
+                                   f"entry has {n_in} and {n_out}")
+    return ins, outs
+
+
+def _device(device: str | torch.device | None, env=None) -> torch.device:
     if device is None:
         return torch.device("cpu")
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
         raise SdcError(f"bad device {device!r}: {e}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SdcError(f"device '{dev}' is not available: this torch sees no CUDA GPU")
+        index = dev.index if dev.index is not None else (env.local_rank if env is not None else 0)
+        if index >= torch.cuda.device_count():
+            raise SdcError(f"device cuda:{index} does not exist ({torch.cuda.device_count()} GPUs visible)")
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
     if dev.type != "cpu":
-        raise SdcError(f"device '{dev}' is not supported yet: the runtime runs on the CPU only")
+        raise SdcError(f"device '{dev}' is not supported: the runtime runs on 'cpu' or 'cuda'")
     return dev
 
 
@@ -117,4 +213,4 @@ def _storage(t: torch.Tensor) -> int:
 def _to_numpy(t: torch.Tensor):
     if t.dtype == torch.bfloat16:
         t = t.float()
-    return t.numpy()
+    return t.cpu().numpy()

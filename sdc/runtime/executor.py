@@ -2,12 +2,15 @@
 
 Everything the plan says is resolved once, at load time: value ids become list slots, op
 names become reference functions, attributes are decoded (dense constants bound to their
-weights), and each step's `free` list becomes slots to clear. A call is then a loop over
-prepared ops, under `torch.inference_mode()`, with no JSON or name lookups in it.
+weights), and each step's `free` list becomes slots to clear. A kernel group of several ops
+is rewritten into fused CPU kernels where one fits, and a layout_cast really reorders the
+bytes (`sdc.runtime.fused`). A call is then a loop over prepared ops, under
+`torch.inference_mode()`, with no JSON or name lookups in it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -38,9 +41,13 @@ class PreparedOp:
 
 
 class CpuExecutor:
-    def __init__(self, rank_plan: dict, weights: dict[str, torch.Tensor], mesh: dict[str, int], error):
-        """`error(message)` makes the SdcError for a malformed plan (naming the artifact and plan.json)."""
+    def __init__(self, rank_plan: dict, weights: dict[str, torch.Tensor], mesh: dict[str, int], error, comm=None,
+                 device: torch.device | None = None):
+        """`error(message)` makes the SdcError for a malformed plan (naming the artifact and plan.json).
+        `comm` runs the collectives (sdc.runtime.distributed); `device` is where the tensors live."""
         self.mesh = dict(mesh)
+        self.comm = comm
+        self.device = device
         self.params = weights
         values = rank_plan["values"]
         self.slots = {vid: i for i, vid in enumerate(values)}
@@ -110,15 +117,23 @@ class CpuExecutor:
         return len(self.initial) - 1
 
     def run(self, inputs: list[torch.Tensor], symbols: dict[str, int]) -> list[torch.Tensor]:
-        env = RefEnv(symbols=symbols, mesh=self.mesh)
+        env = RefEnv(symbols=symbols, mesh=self.mesh, comm=self.comm)
         env.params = self.params
         vals = self.initial.copy()
         for slot, t in zip(self.input_slots, inputs):
             vals[slot] = t
-        with torch.inference_mode():
+        comm = self.comm
+        on_device = torch.device(self.device) if self.device is not None and self.device.type != "cpu" else None
+        with torch.inference_mode(), (on_device or contextlib.nullcontext()):
             for op in self.program:
                 try:
-                    out = op.ref(env, op.attrs, *[vals[i] for i in op.ins])
+                    if comm is not None:
+                        comm.where = (op.name, op.loc, op.kernel)
+                        args = [vals[i] for i in op.ins]
+                        comm.ready(args)
+                        out = op.ref(env, op.attrs, *args)
+                    else:
+                        out = op.ref(env, op.attrs, *[vals[i] for i in op.ins])
                 except SdcError:
                     raise
                 except Exception as e:

@@ -303,7 +303,8 @@ class Signature:
             return f"inputs '{a}' ({da}) and '{b}' ({db}) must be equal{why}"
         if shape is not None and shape.kind == "define":
             a, da = self._dim(shape.symbol, symbols)
-            others = [s for s in g.symbols if s != shape.symbol]
+            others = sorted((s for s in g.symbols if s != shape.symbol),
+                            key=lambda s: (self._index[self.binders[s][0]], self.binders[s][1]))
             value = _safe(shape.expr, symbols)
             where = "; ".join(f"{s} is input '{self.binders[s][0]}' dim {self.binders[s][1]} = {symbols[s]}"
                               for s in others)

@@ -35,10 +35,24 @@ def _shape_constraints():
     return ShapeConstraintsPass
 
 
+def _sharding_propagation():
+    from sdc.transforms.sharding_propagation import ShardingPropagationPass
+
+    return ShardingPropagationPass
+
+
+def _spmd_partition():
+    from sdc.transforms.spmd_partition import SpmdPartitionPass
+
+    return SpmdPartitionPass
+
+
 PASSES: dict[str, Callable[[], type]] = {
     "sdc-verify": _verify,
     "sdc-canonicalize": _canonicalize,
     "sdc-shape-constraints": _shape_constraints,
+    "sdc-sharding-propagation": _sharding_propagation,
+    "sdc-spmd-partition": _spmd_partition,
     "sdc-layout-constraints": _layout_constraints,
     "sdc-fuse": _fuse,
 }

@@ -131,7 +131,10 @@ class _Greedy:
         self.members: list[list[int]] = []
         self.kinds: list[str] = []
         self.sealed: list[bool] = []
-        self.ancestors: list[set[int]] = []
+        # reachability between groups, kept transitively closed as ops join: bit h of ancestors[g]
+        # is set when some path of values leads from group h to group g (descendants: the reverse)
+        self.ancestors: list[int] = []
+        self.descendants: list[int] = []
         self.layouts: list[dict[int, tuple]] = []  # group -> rank -> layout it computes in
         self.domains: list[Hashable] = []
         self.places: list[Hashable] = []
@@ -189,21 +192,25 @@ class _Greedy:
                     return False
         for v in node.operands:  # convexity: no path from g through another group back to this op
             h = self._producer_group(v)
-            if h is not None and h != g and g in self.ancestors[h]:
+            if h is not None and h != g and (self.ancestors[h] >> g) & 1:
                 return False
         return True
 
-    def _upstream(self, node: Node, g: int | None) -> set[int]:
-        out: set[int] = set()
+    def _link(self, node: Node, g: int) -> None:
+        """Record that group g now reads the groups making node's operands."""
         for v in node.operands:
             h = self._producer_group(v)
-            if h is not None and h != g:
-                out.add(h)
-                out |= self.ancestors[h]
-        return out
+            if h is None or h == g or (self.ancestors[g] >> h) & 1:
+                continue
+            up = self.ancestors[h] | (1 << h)
+            down = self.descendants[g] | (1 << g)
+            for a in _bits(up):
+                self.descendants[a] |= down
+            for d in _bits(down):
+                self.ancestors[d] |= up
 
     def _join(self, n: int, node: Node, g: int) -> None:
-        self.ancestors[g] |= self._upstream(node, g)
+        self._link(node, g)
         self.members[g].append(n)
         self.group_of[n] = g
         if node.kind in ANCHORS:
@@ -221,7 +228,9 @@ class _Greedy:
         self.members.append([n])
         self.kinds.append(node.kind)
         self.sealed.append(sealed)
-        self.ancestors.append(self._upstream(node, None))
+        self.ancestors.append(0)
+        self.descendants.append(0)
+        self._link(node, g)
         self.layouts.append({})
         self.domains.append(node.domain if node.kind == REDUCTION else None)
         self.places.append(node.place)
@@ -234,6 +243,46 @@ class _Greedy:
         for r in node.results:
             val = self.graph.values[r]
             self.layouts[g].setdefault(val.rank, val.layout or lm.identity(val.rank))
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def kernel_order(graph: FusionGraph, groups: Sequence[Sequence[int]]) -> list[int]:
+    """The groups in an order where each runs after the groups it reads from; ValueError if the
+    groups are not convex (no such order exists)."""
+    import heapq
+
+    holder = {n: g for g, members in enumerate(groups) for n in members}
+    reads: list[set[int]] = [set() for _ in groups]
+    for g, members in enumerate(groups):
+        for n in members:
+            for v in graph.nodes[n].operands:
+                p = graph.values[v].producer
+                if p is not None and p not in members:
+                    reads[g].add(holder[p])
+    waiting = [len(r - {g}) for g, r in enumerate(reads)]
+    readers: list[list[int]] = [[] for _ in groups]
+    for g, r in enumerate(reads):
+        for h in r - {g}:
+            readers[h].append(g)
+    ready = [g for g, w in enumerate(waiting) if not w]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        g = heapq.heappop(ready)
+        order.append(g)
+        for r in readers[g]:
+            waiting[r] -= 1
+            if not waiting[r]:
+                heapq.heappush(ready, r)
+    if len(order) != len(groups):
+        raise ValueError("kernel groups read each other in a cycle")
+    return order
 
 
 def _holders(groups: Sequence[Sequence[int]]) -> dict[int, set[int]]:
@@ -293,6 +342,7 @@ def plan_groups(graph: FusionGraph, target: str = "cuda") -> Grouping:
         if not odd:
             break
         isolated |= odd
+    kernel_order(graph, groups)  # the groups are convex: some order runs them all
     home = [-1] * len(graph.nodes)
     for g, members in enumerate(groups):
         for n in members:
@@ -309,13 +359,28 @@ def _group_kind(graph: FusionGraph, members: Sequence[int]) -> str:
     return ELEMENTWISE
 
 
+def _group_traffic(graph: FusionGraph, members: Sequence[int], holders: dict[int, set[int]],
+                   consumers: list[list[int]], returned: set[int]) -> int:
+    """One group's share of `traffic`: what it reads from outside and what it writes for others."""
+    inside = set(members)
+    moved: set[int] = set()
+    for n in members:
+        for v in graph.nodes[n].operands:
+            if graph.values[v].producer not in inside:
+                moved.add(v)
+        for r in graph.nodes[n].results:
+            if r in returned or any(not (holders[n] & holders[c]) for c in consumers[r]):
+                moved.add(r)
+    return sum(graph.values[v].nbytes for v in moved)
+
+
 def _recompute(graph: FusionGraph, groups: list[list[int]], flops_per_byte: float) -> list[tuple[int, int]]:
     """Copy cheap elementwise ops into the groups that read their results, where the cost model says so."""
     consumers = graph.consumers()
     returned = set(graph.outputs)
+    holders = _holders(groups)
     done: list[tuple[int, int]] = []
     for n, node in enumerate(graph.nodes):
-        holders = _holders(groups)
         if not node.cheap or node.results[0] in returned or len(holders[n]) != 1:
             continue
         (g,) = holders[n]
@@ -325,21 +390,40 @@ def _recompute(graph: FusionGraph, groups: list[list[int]], flops_per_byte: floa
         outside = [c for c in readers if g not in holders[c]]
         targets = sorted({h for c in outside for h in holders[c]})
         if not outside or any(graph.nodes[c].kind not in (ELEMENTWISE, REDUCTION, LAYOUT) for c in outside) \
-                or any(_sealed(graph, groups[h]) for h in targets):
+                or any(_sealed(graph, groups[h]) or not _compatible(graph, node, groups[h]) for h in targets):
             continue
-        trial = [list(m) for m in groups]
-        for h in targets:
-            trial[h] = sorted(trial[h] + [n])
+        involved = [g, *targets]
+        before = sum(_group_traffic(graph, groups[h], holders, consumers, returned) for h in involved)
+        trial = {h: sorted(groups[h] + [n]) for h in targets}
+        trial[g] = list(groups[g])
         copies = len(targets)
         if len(outside) == len(readers):  # nothing in its own group reads it any more
-            trial[g] = [m for m in trial[g] if m != n]
+            trial[g].remove(n)
             copies -= 1
-        saved = traffic(graph, groups) - traffic(graph, [m for m in trial if m])
-        if copies * node.flops / flops_per_byte < saved:
-            groups[:] = trial
+        trial_holders = {**holders, n: (set(targets) | ({g} if n in trial[g] else set()))}
+        after = sum(_group_traffic(graph, trial[h], trial_holders, consumers, returned) for h in involved)
+        if copies * node.flops / flops_per_byte < before - after:
+            for h, members in trial.items():
+                groups[h][:] = members
+            holders[n] = trial_holders[n]
             done.extend((n, h) for h in targets)
     groups[:] = [m for m in groups if m]
     return done
+
+
+def _compatible(graph: FusionGraph, node: Node, members: Sequence[int]) -> bool:
+    """Whether a copy of `node` may join a group: same place, and the same layout at its rank."""
+    mine = graph.values[node.results[0]]
+    for m in members:
+        other = graph.nodes[m]
+        if other.place != node.place:
+            return False
+        for r in other.results:
+            val = graph.values[r]
+            if other.kind != LAYOUT and val.rank == mine.rank and not lm.equivalent(
+                    mine.shape, val.layout or lm.identity(val.rank), mine.layout or lm.identity(mine.rank)):
+                return False
+    return True
 
 
 def _sealed(graph: FusionGraph, members: Sequence[int]) -> bool:
@@ -569,6 +653,11 @@ def _domain(op: ir.Operation, attrs: dict) -> Hashable:
     else:
         axes = tuple(range(2, rank))  # global pooling
     return (str(spec.shape), axes)
+
+
+def read_graph(fn: ir.Operation) -> FusionGraph:
+    """A function's top-level ops as a FusionGraph (parameters and constants are values from outside)."""
+    return _Reader(fn).read()
 
 
 def fuse_function(fn: ir.Operation, target: str, diag: DiagnosticSink | None = None) -> tuple[FusionGraph, Grouping]:

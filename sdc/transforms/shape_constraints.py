@@ -23,6 +23,7 @@ pass can run again on its own output.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -41,6 +42,7 @@ from sdc.transforms.shape_solver import (Condition, Constraint, Contradiction, E
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _INT = re.compile(r"^-?\d+$")
 SLICE_END = 1 << 62  # an end at least this large means "to the end"
+MAX_NESTING = 12  # a dim whose floors nest deeper becomes an unknown (opaque) size
 
 
 # ---------------------------------------------------------------- --input-shape
@@ -108,10 +110,6 @@ def parse_binding(text: str) -> ShapeBinding:
 def parse_bindings(text: str) -> list[ShapeBinding]:
     """Bindings separated by spaces or ';' (the pass option's form)."""
     return [parse_binding(item) for item in re.split(r"[\s;]+", text.strip()) if item]
-
-
-def bindings_text(bindings: Sequence[ShapeBinding]) -> str:
-    return " ".join(b.text() for b in bindings)
 
 
 # ---------------------------------------------------------------- origins
@@ -277,8 +275,9 @@ class RecordingContext(ShapeContext):
                                        reason=f"the slice {start}:{_end_text(end)}:{step} must not start past its end "
                                               f"along a dim of size {size}")
             return length.plus(Expr.const(step - 1)).floordiv(Expr.const(step)).value()
-        if end <= -SLICE_END and start in (-1,) or (start >= SLICE_END and end <= -SLICE_END):
-            return s.plus(Expr.const(-step - 1)).floordiv(Expr.const(-step)).value()  # the whole dim, reversed
+        whole_reversed = end <= -SLICE_END and (start == -1 or start >= SLICE_END)
+        if whole_reversed:
+            return s.plus(Expr.const(-step - 1)).floordiv(Expr.const(-step)).value()
         return self._unknown_slice(size, None)
 
     def _unknown_slice(self, size, at_most: int | None):
@@ -356,6 +355,7 @@ class FunctionShapes:
         self.ctx = RecordingContext(self.cs, module_mesh(fn))
         self.dims: dict[Any, tuple] = {}
         self.rename: dict[str, Expr] = {}  # a symbol an --input-shape replaced -> what replaces it
+        self.parsed: dict[str, Expr] = {}  # dim texts already read
         self.failed = False
         self.arg_dims: list[list] = []  # per argument: the dims to write to `sdc.dims` (before solving)
 
@@ -401,11 +401,14 @@ class FunctionShapes:
         return self.cs.symbol(name, origin=origin, reason=reason)
 
     def _dim_text(self, text: str, origin) -> Expr:
-        return parse(text, lambda n: self._symbol(n, origin))
+        cached = self.parsed.get(text)
+        if cached is None:
+            cached = self.parsed[text] = parse(text, lambda n: self._symbol(n, origin))
+        return cached
 
     def _read_arguments(self) -> None:
         names = arg_names(self.fn)
-        annotated = arg_dims(self.fn, self.diag)
+        annotated = arg_dims(self.fn)
         by_name = {b.name: b for b in self.bindings if not b.is_range}
         used = set()
         # Renames first: a binding that names an argument's symbol differently renames it everywhere.
@@ -451,14 +454,12 @@ class FunctionShapes:
                     dim, text = a, a
                 elif isinstance(a, str):
                     try:
-                        dim = self._dim_text(a, origin)
+                        dim = self._dim_text(a, origin).value()
                     except SolverError as e:
                         self._error(self.fn, f"input '{name}' dim {d}: {e}")
                         dim = self.cs.fresh(origin=origin)
-                    dim = dim.value()
-                    text = a if not isinstance(dim, int) and _NAME.match(a) and a not in self.rename else dim
-                    if not isinstance(text, int) and not isinstance(text, str):
-                        text = str(dim)
+                    renamed = _NAME.match(a) and a in self.rename
+                    text = a if not renamed else dim if isinstance(dim, int) else dim.text()
                 else:
                     fresh = self._fresh_input_name(name, d)
                     dim, text = self._symbol(fresh, origin), fresh
@@ -525,10 +526,13 @@ class FunctionShapes:
             dims = []
             for d, t in enumerate(declared.shape):
                 v = spec.shape[d] if spec is not None else DYN
+                if isinstance(v, Expr) and v.depth() > MAX_NESTING:
+                    v = DYN  # a chain of floors of floors: tracked no further
                 if v is DYN:
                     v = t if is_static(t) else self.cs.fresh(origin=op, reason=f"result #{i} dim {d} of '{op.name}'")
                 elif is_static(t) and not is_static(v):
                     self.cs.add_equal(v, t, origin=op, reason=f"result #{i} dim {d} is declared {t}")
+                    v = t  # later rules see the declared static dim
                 elif is_static(t) and is_static(v) and t != v:
                     v = t  # the verifier reports it
                 dims.append(v)
@@ -788,7 +792,7 @@ def arg_names(fn) -> list[str]:
     return out
 
 
-def arg_dims(fn, diag: DiagnosticSink) -> list[list | None]:
+def arg_dims(fn) -> list[list | None]:
     out = []
     for d in _arg_attr_dicts(fn):
         if "sdc.dims" not in d:
@@ -803,8 +807,6 @@ def arg_dims(fn, diag: DiagnosticSink) -> list[list | None]:
 
 def _comparisons(condition: str) -> list[tuple[str, str, str]]:
     """`1 <= B <= 64` -> [('<=', '1', 'B'), ('<=', 'B', '64')]; also `and` of comparisons. ValueError else."""
-    import ast
-
     tree = ast.parse(condition, mode="eval").body
     nodes = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
     out = []

@@ -42,7 +42,7 @@ import ast
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 ATOM = "\u230a"  # prefix of floor-division atom names: "⌊<num>//<den>"
 BIG = 1 << 62  # stands for "unbounded" in searches
@@ -65,12 +65,13 @@ class Expr:
     normalized so that equal floors are equal atoms: `(H - 1)//2 + 1` is `(H + 1)//2`.
     """
 
-    __slots__ = ("terms", "_hash", "_symbols")
+    __slots__ = ("terms", "_hash", "_symbols", "_text")
 
     def __init__(self, terms: dict):
         self.terms = terms
         self._hash = None
         self._symbols = None
+        self._text = None
 
     # ------------------------------------------------------------ construction
 
@@ -133,6 +134,11 @@ class Expr:
 
     def atoms(self) -> set:
         return {f for f in self.factors() if f[0] == ATOM}
+
+    def depth(self) -> int:
+        """How deeply floors nest in this expression (0: none). Callers bound it: expressions are
+        trees, so a long chain of ops that each take a floor of the last would grow without end."""
+        return max((_DEPTH[f] for mono in self.terms for f in mono if f[0] == ATOM), default=0)
 
     def linear_coeff(self, name: str) -> int | None:
         """The coefficient of `name` if it occurs only as the monomial (name,) — not in products or atoms."""
@@ -283,6 +289,11 @@ class Expr:
 
     def text(self) -> str:
         """In the dim-expression grammar of sdc/dialect/symexpr.py: `M + N`, `(H + 1)//2`, `2*B*S - 1`."""
+        if self._text is None:
+            self._text = self._render()
+        return self._text
+
+    def _render(self) -> str:
         if not self.terms:
             return "0"
         folded = self._floor_plus_const()
@@ -319,20 +330,21 @@ class Expr:
 
     # ------------------------------------------------------------ sympy
 
-    def to_sympy(self):
+    def to_sympy(self, symbols: Mapping[str, Any] | None = None):
+        """As a sympy expression; symbols are `integer=True` sympy Symbols unless `symbols` maps them."""
         import sympy
 
-        total = sympy.Integer(0)
+        terms = []
         for mono, c in self.terms.items():
-            term = sympy.Integer(c)
+            factors = [sympy.Integer(c)]
             for f in mono:
                 if f[0] == ATOM:
                     num, den = _ATOMS[f]
-                    term *= sympy.floor(num.to_sympy() / den.to_sympy())
+                    factors.append(sympy.floor(num.to_sympy(symbols) / den.to_sympy(symbols)))
                 else:
-                    term *= sympy.Symbol(f, integer=True)
-            total += term
-        return total
+                    factors.append(symbols[f] if symbols and f in symbols else sympy.Symbol(f, integer=True))
+            terms.append(sympy.Mul(*factors))
+        return sympy.Add(*terms)
 
     @staticmethod
     def from_sympy(e) -> "Expr":
@@ -406,12 +418,14 @@ def _is_simple(e: Expr) -> bool:
 # ---------------------------------------------------------------- floor atoms
 
 _ATOMS: dict[str, tuple[Expr, Expr]] = {}
+_DEPTH: dict[str, int] = {}  # how deeply an atom nests floors (1: none inside)
 
 
 def _atom(num: Expr, den: Expr) -> Expr:
     name = f"{ATOM}{num.text()}//{den.text()}"
     if name not in _ATOMS:
         _ATOMS[name] = (num, den)
+        _DEPTH[name] = 1 + max(num.depth(), den.depth())
     return Expr({(name,): 1})
 
 
@@ -651,7 +665,8 @@ class ShapeConstraintSet:
         return self._add("eq", ea.plus(eb, -1), f"{ea.text()} == {eb.text()}", origin, reason)
 
     def add_linear(self, terms, const: int = 0, *, origin: Any = None, reason: str = "") -> Constraint:
-        """sum(coeff * dim) + const == 0, terms as {dim: coeff} or [(coeff, dim), ...]; a dim may be a product (`B*S`)."""
+        """sum(coeff * dim) + const == 0, terms as {dim: coeff} or [(coeff, dim), ...]; a dim may be a
+        product (`B*S`)."""
         pairs = [(c, d) for d, c in terms.items()] if isinstance(terms, Mapping) else list(terms)
         total = Expr.const(const)
         for coeff, dim in pairs:
@@ -778,9 +793,58 @@ class Solution:
     inputs: frozenset = frozenset()
 
     def simplify(self, dim):
-        """The canonical form of a dim: an int when the solver proved it static, else an Expr."""
-        e = Expr.of(dim)
-        return e.subst(self._subst).value()
+        """The canonical form of a dim: an int when the solver proved it static, else an Expr.
+        Floors of a symbol with a known congruence reduce: with H % 2 == 0, (H + 1)//2 is H//2."""
+        e = Expr.of(dim).subst(self._subst)
+        return self._with_congruences(e).value()
+
+    def _with_congruences(self, e: Expr) -> Expr:
+        mapping = {}
+        for name in e.atoms():
+            num, den = _ATOMS[name]
+            if not den.is_const or num.depth():
+                continue
+            value = self._constant_floor(num, den.constant)
+            if value is not None:  # (H + 1)//2 with 13 <= H <= 14 is 7
+                mapping[name] = Expr.const(value)
+                continue
+            if len(num.symbols()) != 1:
+                continue
+            x = next(iter(num.symbols()))
+            b = self.bounds.get(x)
+            if b is None or b.modulus == 1 or not all(m in ((), (x,)) for m in num.terms):
+                continue
+            p, k, d, m = num.terms.get((x,), 0), num.constant, den.constant, b.modulus
+            if p <= 0 or (p * m) % d:
+                continue
+            # x = m*q + r with q = x//m: floor((p*x + k)/d) = (p*m/d)*q + floor((p*r + k)/d)
+            q = floordiv(Expr.symbol(x), Expr.const(m))
+            mapping[name] = q.scaled(p * m // d).plus(Expr.const((p * b.residue + k) // d))
+        if not mapping:
+            return e
+        out = Expr({})
+        for mono, c in e.terms.items():
+            term = Expr.const(c)
+            for f in mono:
+                term = term.times(mapping.get(f) or Expr({(f,): 1}))
+            out = out.plus(term)
+        return out
+
+    def _constant_floor(self, num: Expr, d: int) -> int | None:
+        """floor(num / d) when the bounds of num's symbols leave it one value (num linear)."""
+        lo = hi = num.constant
+        for mono, c in num.terms.items():
+            if not mono:
+                continue
+            if len(mono) != 1 or mono[0] not in self.bounds:
+                return None
+            b = self.bounds[mono[0]]
+            low, high = (b.lo, b.hi) if c > 0 else (b.hi, b.lo)
+            if low is None or high is None:
+                return None
+            lo += c * low
+            hi += c * high
+        return lo // d if lo // d == hi // d else None
 
     def is_static(self, dim) -> bool:
         return isinstance(self.simplify(dim), int)
@@ -1040,7 +1104,14 @@ class _Solver:
 
     def _fold_all(self, singles: dict[str, list[_Pending]]) -> None:
         for x in sorted(singles, key=lambda s: self.info[s].order):
+            seen: dict[tuple, _Pending] = {}
             for p in sorted(singles[x], key=lambda p: (not self._is_linear(p.expr, x), p.constraint.id)):
+                key = (p.constraint.kind, p.expr, p.modulus)
+                first = seen.get(key)
+                if first is not None:  # the same condition again (a repeated block): it holds when the first does
+                    self.facts.append((p.constraint, _join(p.just, first.just)))
+                    continue
+                seen[key] = p
                 self._fold(x, p)
 
     def _const_modulus(self, c: Constraint, p: _Pending) -> int | None:
@@ -1090,9 +1161,6 @@ class _Solver:
 
     def _lo(self, x: str) -> tuple[int, Just] | None:
         return self.lo.get(x)
-
-    def _hi(self, x: str) -> tuple[int, Just] | None:
-        return self.hi.get(x)
 
     def _bound(self, x: str, c: Constraint | None, just: Just, lo: int | None = None, hi: int | None = None) -> None:
         """Tighten x's interval from constraint c; a constraint the interval already implies is a fact."""
@@ -1249,24 +1317,42 @@ class _Solver:
 
     def _tester(self, c: Constraint, r: Expr, p: _Pending) -> Callable[[int], bool]:
         x = next(iter(r.symbols()))
+        g = _evaluator(r, x)
+
+        def f(v: int):
+            try:
+                return g(v)
+            except ZeroDivisionError:  # a floor by a dim that is 0 here: the constraint is undefined
+                return None
+
         if c.kind == "eq":
-            return lambda v: r.evaluate({x: v}) == 0
+            return lambda v: f(v) == 0
         if c.kind == "ge":
-            return lambda v: r.evaluate({x: v}) >= 0
+            return lambda v: (f(v) if f(v) is not None else -1) >= 0
         m = self._const_modulus(c, p)
-        return lambda v: r.evaluate({x: v}) % m == 0
+        return lambda v: f(v) is not None and f(v) % m == 0
 
     def _periodic(self, x: str, p: _Pending, test, period: int) -> None:
+        """The constraint depends on x modulo `period` only: the residues that pass, within x's
+        congruence class if it has one, fold into a congruence when they form one class."""
         c, j = p.constraint, p.just
-        residues = frozenset(v for v in range(period) if test(v))
+        cong = self.cong.get(x)
+        m, r = (cong[0], cong[1]) if cong else (1, 0)
+        span = period * m // math.gcd(period, m)
+        if span > self.ENUMERATION_LIMIT:
+            span, m, r = period, 1, 0
+            cong = None
+        jj = _join(j, cong[2]) if cong else j
+        candidates = range(r, span, m)
+        residues = frozenset(v for v in candidates if test(v))
         if not residues:
-            self._fail(f"{c.text} holds for no {x}", j)
-        if len(residues) == period:
-            self.facts.append((c, j))
+            self._fail(f"{c.text} holds for no {x}" + (f" that is {r} modulo {m}" if m > 1 else ""), jj)
+        if len(residues) == len(candidates):
+            self.facts.append((c, jj))
             return
-        period, residues = _minimal_period(period, residues)
+        period, residues = _minimal_period(span, residues)
         if len(residues) == 1:
-            self._set_cong(x, period, next(iter(residues)), j)
+            self._set_cong(x, period, next(iter(residues)), jj)
             self.folded[x].append(c)
             return
         self.residual_sets.append((x, period, residues, p))
@@ -1277,7 +1363,8 @@ class _Solver:
         lo, hi, bj = self._interval(x)
         lo_search = lo if lo > -BIG else -BIG
         hi_search = hi if hi is not None else BIG
-        f = (lambda v: r.evaluate({x: v})) if direction > 0 else (lambda v: -r.evaluate({x: v}))
+        g = _evaluator(r, x)
+        f = g if direction > 0 else (lambda v: -g(v))
         # f is non-decreasing. ge: f(v) >= 0 (direction 1) / -f(v) >= 0 i.e. f(v) <= 0 (direction -1).
         first_ge = _first(lambda v: f(v) >= 0, lo_search, hi_search)  # first v with f >= 0
         last_le = _last(lambda v: f(v) <= 0, lo_search, hi_search)  # last v with f <= 0
@@ -1415,11 +1502,10 @@ class _Solver:
             cond = Condition(text, kind, names, cons)
             (guards if all(info[s].input for s in names) else assumptions).append(cond)
 
-        # 1. eliminated input symbols: x == its canonical expression (unless both sides are static:
-        #    a static input dim becomes part of the input's type, which the runtime checks first).
+        # 1. eliminated symbols: x == its canonical expression, a guard for an input symbol (unless
+        #    static: a static input dim becomes part of the input's type, which the runtime checks
+        #    first), an assumption for an opaque one (a data-dependent size taken to equal it).
         for x in sorted(self.subst, key=lambda s: info[s].order):
-            if not info[x].input:
-                continue
             value = self.subst[x]
             if value.is_const:
                 continue
@@ -1523,6 +1609,26 @@ def _floor_linear(r: Expr, x: str) -> tuple[Fraction, int, int] | None:
             signs.add(1 if c * p > 0 else -1)
     monotone = 0 if len(signs) != 1 else next(iter(signs))
     return slope, period, monotone
+
+
+def _evaluator(r: Expr, x: str) -> Callable[[int], int]:
+    """r as a function of x alone; a direct closure for a*x + b + sum(c * floor((p*x + k)/d))."""
+    const = r.constant
+    linear = 0
+    floors = []
+    for mono, c in r.terms.items():
+        if not mono:
+            continue
+        if mono == (x,):
+            linear += c
+            continue
+        if len(mono) != 1 or mono[0][0] != ATOM:
+            return lambda v: r.evaluate({x: v})
+        num, den = _ATOMS[mono[0]]
+        if not den.is_const or not all(m == () or m == (x,) for m in num.terms):
+            return lambda v: r.evaluate({x: v})
+        floors.append((c, num.terms.get((x,), 0), num.constant, den.constant))
+    return lambda v: const + linear * v + sum(c * ((p * v + k) // d) for c, p, k, d in floors)
 
 
 def _first(pred, lo: int, hi: int) -> int | None:
@@ -1698,12 +1804,6 @@ def _compile_node(node):
         return lambda env: not inner(env)
     term = parse(ast.unparse(node))
     return lambda env: term.evaluate(env) != 0
-
-
-def iter_atoms(e: Expr) -> Iterator[tuple[str, Expr, Expr]]:
-    for f in sorted(e.atoms()):
-        num, den = _ATOMS[f]
-        yield f, num, den
 
 
 __all__ = ["Expr", "ShapeConstraintSet", "Solution", "Constraint", "Condition", "Contradiction", "Bounds",

@@ -74,6 +74,7 @@ def test_layout_cast_keeps_the_logical_value(layout, rng):
 
 # op -> attributes other than mesh_axes
 COLLECTIVES = {
+    "all_slice": {"axis": 1},
     "all_reduce": {"reduction": "sum"},
     "all_gather": {"axis": 0},
     "reduce_scatter": {"axis": 1, "reduction": "max"},
@@ -137,6 +138,7 @@ class RecordingComm:
     ("all_to_all", "all_to_all", {"split_axis": 1, "concat_axis": 0}),
     ("broadcast_from", "broadcast", {"root": 1}),
     ("send", "send", {"peer": 1}),
+    ("all_slice", "all_slice", {"axis": 1}),
 ])
 def test_collectives_go_through_the_communicator(name, method, kwargs, rng):
     comm = RecordingComm()

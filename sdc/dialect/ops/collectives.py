@@ -92,6 +92,14 @@ def _all_to_all_rule(ctx, ins, attrs):
     return [x.with_shape(tuple(shape))]
 
 
+def _all_slice_rule(ctx, ins, attrs):
+    n = _check_axes(ctx, attrs)
+    x = ins[0]
+    axis = ctx.axis(attrs["axis"], x.rank)
+    ctx.divisible(x.shape[axis], n, f"dim {axis} of size {{a}} is not divisible by the group size {{b}}")
+    return [x.with_shape(x.shape[:axis] + (x.shape[axis] // n,) + x.shape[axis + 1:])]
+
+
 def _broadcast_rule(ctx, ins, attrs):
     n = _check_axes(ctx, attrs)
     if not 0 <= attrs["root"] < n:
@@ -154,6 +162,18 @@ register(OpDef(
     ref=lambda env, a, x: _local(env, a, "all_to_all", x, split_axis=a["split_axis"], concat_axis=a["concat_axis"]),
     example=('%1 = "sdc.all_to_all"(%0) {concat_axis = 1 : i64, mesh_axes = ["tp"], split_axis = 0 : i64} '
              ": (tensor<8x4xf32>) -> tensor<4x8xf32>"),
+))
+
+register(OpDef(
+    name="all_slice", family="collective",
+    summary="keep this device's slice of a tensor every device holds whole",
+    doc=("The operand is the same on every device of the group; device i keeps the i-th of n equal slices "
+         "along `axis`. Nothing is sent: it is how a replicated value becomes a split one (the inverse of "
+         "`sdc.all_gather`). An all_slice of a weight is done once, when the plan is built."),
+    operands=("operand",), attrs={"mesh_axes": _AXES, "axis": attr("int", doc="the sliced dim")},
+    shape=_all_slice_rule, pure=True,
+    ref=lambda env, a, x: _local(env, a, "all_slice", x, axis=a["axis"]),
+    example='%1 = "sdc.all_slice"(%0) {axis = 1 : i64, mesh_axes = ["tp"]} : (tensor<4x768xf32>) -> tensor<4x384xf32>',
 ))
 
 register(OpDef(

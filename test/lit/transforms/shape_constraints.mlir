@@ -62,10 +62,11 @@ func.func @reshape_divisible(%x: tensor<?xf32> {sdc.name = "x", sdc.dims = #sdc.
   return %0 : tensor<2x?xf32>
 }
 
-// Convolution arithmetic: (L + 2 - 3)//2 + 1 must be 7 for the weight after it, so L is 13 or 14.
+// Convolution arithmetic: (L + 2 - 3)//2 + 1 must be 7 for the weight after it, so L is 13 or 14,
+// and the convolution's output is statically 7 long.
 // CHECK-LABEL: func.func @conv_window
 // CHECK-SAME: sdc.guards = [#sdc.guard<"13 <= L <= 14", "'sdc.matmul' at {{.*}}: contracting dims differ: lhs has (L + 1)//2, rhs has 7">]
-// CHECK: "sdc.conv"{{.*}}sdc.result_dims = [#sdc.dims<["N", 8, "(L + 1)//2"]>]
+// CHECK: "sdc.conv"{{.*}}sdc.result_dims = [#sdc.dims<["N", 8, 7]>]{{.*}} -> tensor<?x8x7xf32>
 func.func @conv_window(%x: tensor<?x3x?xf32> {sdc.name = "x", sdc.dims = #sdc.dims<["N", 3, "L"]>}) -> tensor<?x8x4xf32> {
   %w = "sdc.parameter"() {name = "w"} : () -> tensor<8x3x3xf32>
   %v = "sdc.parameter"() {name = "v"} : () -> tensor<7x4xf32>
@@ -74,12 +75,14 @@ func.func @conv_window(%x: tensor<?x3x?xf32> {sdc.name = "x", sdc.dims = #sdc.di
   return %1 : tensor<?x8x4xf32>
 }
 
-// Two branches downsample differently: (H + 1)//2 == H//2 holds exactly for even H.
+// Two branches downsample differently: (H + 1)//2 == H//2 holds exactly for even H, and then
+// the convolution's (H + 1)//2 is H//2 as well.
 // CHECK-LABEL: func.func @conv_branches
 // CHECK-SAME: sdc.guards = [#sdc.guard<"H >= 2", "'sdc.max_pool' at {{.*}}">, #sdc.guard<"H % 2 == 0", "'sdc.add' at {{.*}}">, #sdc.guard<"W >= 2", {{.*}}>, #sdc.guard<"W % 2 == 0", {{.*}}>]
 // CHECK-SAME: sdc.relations = ["H >= 2", "H % 2 == 0", "W >= 2", "W % 2 == 0"]
+// CHECK: "sdc.conv"{{.*}}sdc.result_dims = [#sdc.dims<["N", 8, "H//2", "W//2"]>]
 // CHECK: "sdc.max_pool"{{.*}}sdc.result_dims = [#sdc.dims<["N", 3, "H//2", "W//2"]>]
-// CHECK: "sdc.add"{{.*}}sdc.result_dims = [#sdc.dims<["N", 8, "(H + 1)//2", "(W + 1)//2"]>]
+// CHECK: "sdc.add"{{.*}}sdc.result_dims = [#sdc.dims<["N", 8, "H//2", "W//2"]>]
 func.func @conv_branches(%x: tensor<?x3x?x?xf32> {sdc.name = "x", sdc.dims = #sdc.dims<["N", 3, "H", "W"]>}) -> tensor<?x8x?x?xf32> {
   %w = "sdc.parameter"() {name = "w"} : () -> tensor<8x3x3x3xf32>
   %v = "sdc.parameter"() {name = "v"} : () -> tensor<8x3x2x2xf32>
@@ -91,10 +94,11 @@ func.func @conv_branches(%x: tensor<?x3x?x?xf32> {sdc.name = "x", sdc.dims = #sd
 }
 
 // Dims without a name get one (input_dim), so that guards can speak of them; a slice from 1 to
-// the end is one shorter, and a split in three needs the rest to divide.
+// the end is one shorter, and a split in three needs the rest to divide: arg0_1 is 3q + 1, and
+// each part (arg0_1 - 1)//3 is arg0_1//3.
 // CHECK-LABEL: func.func @slice_and_split
 // CHECK-SAME: (%{{.*}}: tensor<?x?xf32> {sdc.dims = #sdc.dims<["arg0_0", "arg0_1"]>})
-// CHECK-SAME: -> (tensor<?x?xf32> {sdc.dims = #sdc.dims<["arg0_0", "(arg0_1 - 1)//3"]>})
+// CHECK-SAME: -> (tensor<?x?xf32> {sdc.dims = #sdc.dims<["arg0_0", "arg0_1//3"]>})
 // CHECK-SAME: #sdc.guard<"arg0_1 % 3 == 1", "'sdc.split' at {{.*}}: dim 1 of size arg0_1 - 1 does not split into 3 equal parts">
 // CHECK: "sdc.slice"{{.*}}sdc.result_dims = [#sdc.dims<["arg0_0", "arg0_1 - 1"]>]
 func.func @slice_and_split(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {

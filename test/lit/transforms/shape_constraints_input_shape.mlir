@@ -29,7 +29,10 @@
 // USAGE: error: pass 'sdc-shape-constraints' option 'input-shape': 'B=5..2': the range is empty (5 > 2)
 // USAGE-NEXT: exit=2
 
-// OK: func.func @main(%{{.*}}: tensor<3xf32> {sdc.dims = #sdc.dims<[3]>, sdc.name = "x"}, %{{.*}}: tensor<4xf32> {sdc.name = "y"}, %{{.*}}: tensor<3xf32> {sdc.dims = #sdc.dims<[3]>, sdc.name = "z"})
+// A symbol fixed to a value makes every dim it names static (z's dim 0 through the add).
+// OK: func.func @main(%{{.*}}: tensor<3xf32> {sdc.dims = #sdc.dims<[3]>, sdc.name = "x"}, %{{.*}}: tensor<4xf32> {sdc.name = "y"}, %{{.*}}: tensor<3xf32> {sdc.name = "z"}) -> tensor<3xf32>
+// OK-SAME: sdc.relations = ["N == 3", "z_0 == 3"]
+// OK-NOT: sdc.guards
 func.func @main(%x: tensor<?xf32> {sdc.name = "x", sdc.dims = #sdc.dims<["N"]>}, %y: tensor<4xf32> {sdc.name = "y"},
                 %z: tensor<?xf32> {sdc.name = "z"}) -> tensor<?xf32> {
   %0 = "sdc.add"(%x, %z) : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
