@@ -97,8 +97,8 @@ def _window_dims(ctx: ShapeContext, x: TensorSpec, kernel, attrs, ceil_mode=Fals
     return out
 
 
-def _conv_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
-    x, w = ins
+def check_conv_operands(ctx: ShapeContext, x: TensorSpec, w: TensorSpec, groups: int) -> None:
+    """What every convolution (forward or transposed) requires of its input, weight and groups."""
     if x.dtype != w.dtype:
         ctx.fail(f"operand element types differ: input is {x.dtype}, weight is {w.dtype}")
     check_dtype(ctx, FLOAT, x, "operands")
@@ -106,9 +106,14 @@ def _conv_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[Te
         ctx.fail(f"input must have rank >= 3 (N, C, spatial...), found rank {x.rank}")
     if w.rank != x.rank:
         ctx.fail(f"weight rank must equal input rank {x.rank}, found {w.rank}")
-    groups = attrs["groups"]
     if groups < 1:
         ctx.fail(f"groups must be >= 1, found {groups}")
+
+
+def _conv_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
+    x, w = ins
+    groups = attrs["groups"]
+    check_conv_operands(ctx, x, w, groups)
     c_in, c_w = x.shape[1], w.shape[1]
     if is_static(c_in) and is_static(c_w) and c_in != c_w * groups:
         ctx.fail(f"input channels ({c_in}) must equal weight channels per group ({c_w}) times groups ({groups})")

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import FLOAT, check_dtype
-from sdc.dialect.ops.linalg import _WINDOW_ATTRS, _spatial_attr, _window_dims
+from sdc.dialect.ops.linalg import _WINDOW_ATTRS, _spatial_attr, _window_dims, check_conv_operands
 from sdc.dialect.shapes import ShapeContext, TensorSpec, is_static
 
 # ---------------------------------------------------------------- linear attention
@@ -101,17 +101,9 @@ register(OpDef(
 
 def _conv_transpose_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
     x, w = ins
-    if x.dtype != w.dtype:
-        ctx.fail(f"operand element types differ: input is {x.dtype}, weight is {w.dtype}")
-    check_dtype(ctx, FLOAT, x, "operands")
-    if x.rank < 3:
-        ctx.fail(f"input must have rank >= 3 (N, C, spatial...), found rank {x.rank}")
-    if w.rank != x.rank:
-        ctx.fail(f"weight rank must equal input rank {x.rank}, found {w.rank}")
-    n = x.rank - 2
     groups = attrs["groups"]
-    if groups < 1:
-        ctx.fail(f"groups must be >= 1, found {groups}")
+    check_conv_operands(ctx, x, w, groups)
+    n = x.rank - 2
     ctx.equal(x.shape[1], w.shape[0], "input has {a} channels, weight dim 0 (input channels) is {b}")
     ctx.divisible(w.shape[0], groups, "input channels ({a}) must be divisible by groups ({b})")
     strides = _spatial_attr(ctx, attrs, "strides", n, 1)
