@@ -55,7 +55,7 @@ def run_pipeline(module, pipeline: Sequence[str] = PIPELINE, dump_ir: str | os.P
     Diagnostics become one SdcError carrying all of them. With `dump_ir`, the IR before the
     first pass is `00-input.mlir` and after pass i `NN-<pass>.mlir` (the pass name without options).
     """
-    from sdc.cli.opt import build_pipeline  # TODO: move build_pipeline out of the CLI (sdc/transforms)
+    from sdc.transforms.pipeline import build_pipeline
     from sdc.mlir import MLIRError, ir
 
     op = module.operation if hasattr(module, "operation") else module

@@ -55,6 +55,10 @@ class SdcError(Exception):
         return msg if msg.startswith("error:") else f"error: {msg}"
 
 
+class PipelineError(ValueError):
+    """A pass pipeline that cannot be built (unknown pass, bad option): a usage error on the command line."""
+
+
 _FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
 _NAME_LOC = re.compile(r'^loc\("((?:[^"\\]|\\.)*)"(?:\(|\)$)')
 

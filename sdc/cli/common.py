@@ -8,7 +8,7 @@ import sys
 import traceback
 from typing import Callable, Sequence
 
-from sdc.diagnostics import SdcError
+from sdc.diagnostics import PipelineError, SdcError
 
 
 class UsageError(Exception):
@@ -38,7 +38,7 @@ def run_main(body: Callable[[list[str]], int], argv: Sequence[str] | None = None
             traceback.print_exc()
         sys.stderr.write(e.format() + "\n")
         return 1
-    except UsageError as e:
+    except (UsageError, PipelineError) as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
     except KeyboardInterrupt:

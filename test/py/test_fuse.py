@@ -190,7 +190,7 @@ def block_params(rng) -> dict:
 
 
 def run_passes(module, pipeline: str) -> None:
-    from sdc.cli.opt import build_pipeline
+    from sdc.transforms.pipeline import build_pipeline
 
     sink = DiagnosticSink()
     with module.context, ir.Location.unknown():

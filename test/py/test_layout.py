@@ -210,7 +210,7 @@ func.func @block(%x: tensor<2x16x8x8xf32>) -> tensor<2x16x8x8xf32> {
 
 
 def run_passes(module, pipeline: str) -> DiagnosticSink:
-    from sdc.cli.opt import build_pipeline
+    from sdc.transforms.pipeline import build_pipeline
 
     sink = DiagnosticSink()
     with module.context, ir.Location.unknown():

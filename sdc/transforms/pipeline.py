@@ -1,0 +1,106 @@
+"""Pass pipelines as text: `sdc-verify,sdc-canonicalize{fold=false},cse,func.func(cse)`.
+
+sdc passes and upstream MLIR passes mix freely; sdc-opt, the compile driver and the tests all
+build their PassManagers here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sdc.diagnostics import DiagnosticSink, PipelineError
+from sdc.mlir import MLIRError, PassManager
+from sdc.transforms import PASSES, get_pass
+from sdc.transforms.base import PassOptionError
+
+
+def split_pipeline(text: str) -> list[str]:
+    """Split a pipeline on top-level commas (commas inside {} or () belong to an element)."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "{(":
+            depth += 1
+        elif ch in "})":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur).strip())
+    return [p for p in parts if p]
+
+
+_ELEMENT = re.compile(r"^([A-Za-z0-9_.\-]+)(?:\{(.*)\})?$", re.S)
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """`key=value` pairs separated by spaces or commas. A double-quoted stretch is taken as it is
+    (`input-shape="x=B,3,224,224 B=1..64"`), and a comma-separated piece without `=` continues the
+    previous value (`input-shape=x=B,3,224,224`)."""
+    options: dict[str, str] = {}
+    last = None
+    for item, after_comma in _option_items(text or ""):
+        if "=" not in item:
+            if after_comma and last is not None:
+                options[last] += "," + item
+                continue
+            raise PipelineError(f"pass option '{item}' is not of the form key=value")
+        key, value = item.split("=", 1)
+        last = key.strip()
+        options[last] = value.strip()
+    return options
+
+
+def _option_items(text: str) -> list[tuple[str, bool]]:
+    """Items split on spaces and commas outside double quotes (quotes dropped), each with whether a comma preceded it."""
+    items: list[tuple[str, bool]] = []
+    cur: list[str] = []
+    quoted = False
+    after_comma = pending_comma = False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+            continue
+        if not quoted and (ch.isspace() or ch == ","):
+            if cur:
+                items.append(("".join(cur), after_comma))
+                cur = []
+                pending_comma = False
+            pending_comma |= ch == ","
+            continue
+        if not cur:
+            after_comma = pending_comma
+        cur.append(ch)
+    if quoted:
+        raise PipelineError(f"pass options '{text}' have an unclosed quote")
+    if cur:
+        items.append(("".join(cur), after_comma))
+    return items
+
+
+def build_pipeline(pipeline: str, sink: DiagnosticSink) -> PassManager:
+    """A PassManager on builtin.module running the pipeline's elements in order."""
+    pm = PassManager("builtin.module")
+    for element in split_pipeline(pipeline or ""):
+        m = _ELEMENT.match(element)
+        if m and m.group(1) in PASSES:
+            try:
+                get_pass(m.group(1)).from_options(parse_options(m.group(2))).add_to(pm, sink)
+            except PassOptionError as e:
+                raise PipelineError(str(e)) from None
+            continue
+        if m and m.group(1).startswith("sdc-"):
+            raise PipelineError(f"unknown pass '{m.group(1)}' (sdc-opt --list-passes lists them)")
+        try:
+            pm.add(element)
+        except (ValueError, MLIRError) as e:
+            raise PipelineError(f"invalid pass pipeline element '{element}': {_mlir_reason(e)}") from None
+    return pm
+
+
+def _mlir_reason(e: Exception) -> str:
+    """MLIR's reason for refusing a pipeline element, on one line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    errors = [ln.split("error:", 1)[1].strip() for ln in lines if "error:" in ln]
+    return errors[0] if errors else "; ".join(lines)
