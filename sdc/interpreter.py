@@ -16,7 +16,7 @@ import torch
 from sdc import dtypes
 from sdc.diagnostics import SdcError, from_mlir_error
 from sdc.dialect.attrs import read_dims
-from sdc.dialect.dialect import module_mesh, read_attrs, tensor_spec
+from sdc.dialect.dialect import module_mesh, read_attrs, shard_counts, tensor_spec
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import is_static
 from sdc.ir_text import as_module, parse_top_level
@@ -128,20 +128,7 @@ def _arg_shards(fn: ir.Operation, i: int, rank: int) -> list[int]:
     """How many blocks each dim of argument i is split into (its `sdc.sharding` over the module's mesh)."""
     if "arg_attrs" not in fn.attributes:
         return [1] * rank
-    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes["arg_attrs"])[i])
-    if "sdc.sharding" not in attrs:
-        return [1] * rank
-    from sdc.dialect.attrs import read_sharding
-
-    per_dim, _ = read_sharding(attrs["sdc.sharding"])
-    mesh = module_mesh(fn) or {}
-    out = []
-    for d in range(rank):
-        n = 1
-        for axis in per_dim[d] if d < len(per_dim) else []:
-            n *= mesh.get(axis, 1)
-        out.append(n)
-    return out
+    return shard_counts(fn, ir.DictAttr(ir.ArrayAttr(fn.attributes["arg_attrs"])[i]), rank)
 
 
 def _missing(name: str):

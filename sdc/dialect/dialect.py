@@ -20,7 +20,7 @@ from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import OPS, OpDef, all_ops
 from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec, is_static
 from sdc.mlir import ext, ir
-from sdc.dialect.structure import STRUCTURE_OPS, verify_structure  # defines sdc.fusion and sdc.yield
+from sdc.dialect.structure import STRUCTURE_OPS, report, verify_structure  # defines sdc.fusion and sdc.yield
 
 # ---------------------------------------------------------------- types <-> specs
 
@@ -90,6 +90,25 @@ def module_mesh(op) -> dict[str, int] | None:
         parent = cur.parent
         cur = parent.operation if parent is not None and hasattr(parent, "operation") else parent
     return None
+
+
+def shard_counts(fn, arg_attrs, rank: int) -> list[int]:
+    """How many blocks each dim of an entry argument is split into: its `sdc.sharding` attribute
+    (in `arg_attrs`, a DictAttr) over the enclosing module's mesh; 1 per dim when unsharded."""
+    if "sdc.sharding" not in arg_attrs:
+        return [1] * rank
+    try:
+        per_dim, _ = A.read_sharding(arg_attrs["sdc.sharding"])
+    except AttrError:
+        return [1] * rank
+    mesh = module_mesh(fn) or {}
+    out = []
+    for d in range(rank):
+        n = 1
+        for axis in per_dim[d] if d < len(per_dim) else []:
+            n *= mesh.get(axis, 1)
+        out.append(n)
+    return out
 
 
 class VerifyContext(ShapeContext):
@@ -163,14 +182,7 @@ class SdcOpBase(Sdc.Operation):
     """
 
     def verify_invariants(self) -> bool:
-        try:
-            message = verify_op(self)
-        except Exception as e:  # a verifier bug must not take the process down
-            message = f"verifier failed: {type(e).__name__}: {e}"
-        if message:
-            self.location.emit_error(f"'{self.operation.name}' op {message}")
-            return False
-        return True
+        return report(self, verify_op)
 
 
 def _class_name(name: str) -> str:

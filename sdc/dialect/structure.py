@@ -79,16 +79,23 @@ def _verify_yield(op) -> str | None:
     return None
 
 
+def report(op, check) -> bool:
+    """Run `check(op)` (a message or None) as an op verifier: emit the message at the op's location.
+
+    Shared by every Python-defined sdc op class (see sdc.dialect.dialect.SdcOpBase)."""
+    try:
+        message = check(op)
+    except Exception as e:  # a verifier bug must not take the process down
+        message = f"verifier failed: {type(e).__name__}: {e}"
+    if message:
+        op.location.emit_error(f"'{op.operation.name}' op {message}")
+        return False
+    return True
+
+
 class _StructureOp(Sdc.Operation):
     def verify_invariants(self) -> bool:
-        try:
-            message = verify_structure(self)
-        except Exception as e:  # a verifier bug must not take the process down
-            message = f"verifier failed: {type(e).__name__}: {e}"
-        if message:
-            self.location.emit_error(f"'{self.operation.name}' op {message}")
-            return False
-        return True
+        return report(self, verify_structure)
 
 
 class FusionOp(_StructureOp, name="fusion"):

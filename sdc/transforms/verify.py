@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.attrs import AttrError, read_dims
-from sdc.dialect.dialect import tensor_spec, verify_op
+from sdc.dialect.dialect import shard_counts, tensor_spec, verify_op
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass, walk_ops
@@ -50,30 +50,9 @@ def _check_arg_dims(fn: ir.Operation, diag: DiagnosticSink) -> None:
         if len(dims) != spec.rank:
             diag.error(fn, f"argument #{i} 'sdc.dims' has {len(dims)} dims, the type has rank {spec.rank}")
             continue
-        shards = _shards(fn, attrs, spec.rank)
+        shards = shard_counts(fn, attrs, spec.rank)
         for d, (named, actual) in enumerate(zip(dims, spec.shape)):
             if isinstance(named, int) and shards[d] > 1:
                 named //= shards[d]  # a partitioned program's argument is the local block of the input
             if isinstance(named, int) and is_static(actual) and named != actual:
                 diag.error(fn, f"argument #{i} 'sdc.dims' dim {d} is {named}, the type says {actual}")
-
-
-def _shards(fn: ir.Operation, attrs, rank: int) -> list[int]:
-    """How many blocks each dim of an entry argument is split into (its `sdc.sharding`, over the mesh)."""
-    if "sdc.sharding" not in attrs:
-        return [1] * rank
-    from sdc.dialect.attrs import read_sharding
-    from sdc.dialect.dialect import module_mesh
-
-    try:
-        per_dim, _ = read_sharding(attrs["sdc.sharding"])
-    except AttrError:
-        return [1] * rank
-    mesh = module_mesh(fn) or {}
-    out = []
-    for d in range(rank):
-        n = 1
-        for axis in per_dim[d] if d < len(per_dim) else []:
-            n *= mesh.get(axis, 1)
-        out.append(n)
-    return out

@@ -74,8 +74,8 @@ def _spatial_attr(ctx: ShapeContext, attrs: dict, key: str, n: int, default: int
     return value
 
 
-def _window_dims(ctx: ShapeContext, x: TensorSpec, kernel, attrs, ceil_mode=False) -> list:
-    n = len(kernel)
+def window_attrs(ctx: ShapeContext, attrs: dict, n: int) -> tuple[list[int], list[int], list[int]]:
+    """(strides, dilations, pads) of an n-d window op, defaults filled in, strides and dilations >= 1."""
     strides = _spatial_attr(ctx, attrs, "strides", n, 1)
     dilations = _spatial_attr(ctx, attrs, "dilations", n, 1)
     pads = _spatial_attr(ctx, attrs, "pads", n, 0, 2)
@@ -83,6 +83,12 @@ def _window_dims(ctx: ShapeContext, x: TensorSpec, kernel, attrs, ceil_mode=Fals
         ctx.fail(f"strides must be >= 1, found {strides}")
     if any(d < 1 for d in dilations):
         ctx.fail(f"dilations must be >= 1, found {dilations}")
+    return strides, dilations, pads
+
+
+def _window_dims(ctx: ShapeContext, x: TensorSpec, kernel, attrs, ceil_mode=False) -> list:
+    n = len(kernel)
+    strides, dilations, pads = window_attrs(ctx, attrs, n)
     if any(p < 0 for p in pads):
         ctx.fail(f"pads must be >= 0, found {pads}")
     out = []

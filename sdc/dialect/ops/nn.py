@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import FLOAT, check_dtype
-from sdc.dialect.ops.linalg import _WINDOW_ATTRS, _spatial_attr, _window_dims, check_conv_operands
+from sdc.dialect.ops.linalg import _WINDOW_ATTRS, _spatial_attr, _window_dims, check_conv_operands, window_attrs
 from sdc.dialect.shapes import ShapeContext, TensorSpec, is_static
 
 # ---------------------------------------------------------------- linear attention
@@ -106,14 +106,8 @@ def _conv_transpose_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) 
     n = x.rank - 2
     ctx.equal(x.shape[1], w.shape[0], "input has {a} channels, weight dim 0 (input channels) is {b}")
     ctx.divisible(w.shape[0], groups, "input channels ({a}) must be divisible by groups ({b})")
-    strides = _spatial_attr(ctx, attrs, "strides", n, 1)
-    dilations = _spatial_attr(ctx, attrs, "dilations", n, 1)
-    pads = _spatial_attr(ctx, attrs, "pads", n, 0, 2)
+    strides, dilations, pads = window_attrs(ctx, attrs, n)
     extra = _spatial_attr(ctx, attrs, "output_padding", n, 0)
-    if any(s < 1 for s in strides):
-        ctx.fail(f"strides must be >= 1, found {strides}")
-    if any(d < 1 for d in dilations):
-        ctx.fail(f"dilations must be >= 1, found {dilations}")
     if any(p < 0 for p in extra):
         ctx.fail(f"output_padding must be >= 0, found {extra}")
     spatial = []
