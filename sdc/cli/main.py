@@ -21,6 +21,7 @@ from typing import Sequence, TextIO
 
 from sdc.cli.common import ArgumentParser, UsageError, run_main
 from sdc.diagnostics import SdcError
+from sdc.fmt import format_bytes
 
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 BATCH_LIKE = {"b", "n", "bs", "batch", "batch_size", "batchsize", "nbatch"}
@@ -398,15 +399,6 @@ def format_shardings(table: dict, entry: dict) -> str:
         return ", ".join(items) or "none"
 
     return f"{one(entry['inputs'], table.get('inputs', []))} -> {one(entry['outputs'], table.get('outputs', []))}"
-
-
-def format_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def format_seconds(s: float) -> str:

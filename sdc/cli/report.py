@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sdc import dtypes
+from sdc.fmt import format_bytes
 from sdc.transforms.layout_model import DYNAMIC_DIM
 
 
@@ -85,15 +86,6 @@ def _add_rank(report: LayoutReport, rank: dict) -> None:
                                              op.get("attrs", {}).get("layout", []),
                                              f"{v.get('dtype', '?')}{v.get('shape', [])}",
                                              op.get("reason", "")))
-
-
-def format_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def format_layout_report(report: LayoutReport, indent: str = "  ") -> str:

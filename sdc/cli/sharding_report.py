@@ -13,6 +13,7 @@ from sdc.diagnostics import parse_location
 from sdc.dialect.opdef import OPS
 from sdc.mlir import ir
 from sdc.transforms.base import walk_ops
+from sdc.fmt import format_bytes
 
 _WEIGHTS = ("sdc.parameter", "sdc.constant")
 WEIGHTS_SHOWN = 8
@@ -85,17 +86,7 @@ def format_sharding_report(module, manifest: dict) -> str:
 
 
 def _bytes(text: str) -> str:
-    return f"{_human(int(text))}" if text.isdigit() else f"{text} B"
-
-
-def _human(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        n /= 1024
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}"
-    return f"{n} B"
+    return format_bytes(int(text)) if text.isdigit() else f"{text} B"
 
 
 def _total(items: list[dict]) -> str:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from sdc.dialect.mesh import Mesh, Sharding, local_dim
+from sdc.fmt import format_bytes
 
 Dim = "int | str | None"  # a static size, a symbolic dim expression, or unknown
 
@@ -1215,15 +1216,5 @@ def describe_bytes(dims: Sequence, itemsize: int) -> str:
     if not syms:
         return format_bytes(coef)
     return "*".join([str(coef)] + syms) + " B"
-
-
-def format_bytes(n: float) -> str:
-    if n < 1024:
-        return f"{int(n)} B"
-    for unit in ("KiB", "MiB", "GiB"):
-        n /= 1024
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}"
-    return f"{n} B"
 
 
