@@ -16,11 +16,12 @@ import torch
 from sdc import dtypes
 from sdc.diagnostics import SdcError, from_mlir_error
 from sdc.dialect.attrs import read_dims
-from sdc.dialect.dialect import module_mesh, read_attrs, shard_counts, tensor_spec
+from sdc.dialect.op_classes import module_mesh, read_attrs, shard_counts, tensor_spec
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import is_static
 from sdc.ir_text import as_module, parse_top_level
-from sdc.mlir import MLIRError, ir, new_context
+from sdc.mlir import MLIRError, ir
+from sdc.dialect.op_classes import new_context
 
 
 def parse_module(text: str, source_name: str = "<string>", ctx: ir.Context | None = None) -> ir.Operation:

@@ -23,15 +23,4 @@ sys.modules.setdefault("torch_mlir.dialects.sdc", types.ModuleType("torch_mlir.d
 PassManager = passmanager.PassManager
 MLIRError = ir.MLIRError
 
-__all__ = ["ir", "passmanager", "rewrite", "ext", "func", "arith", "PassManager", "MLIRError", "new_context"]
-
-
-def new_context() -> ir.Context:
-    """A fresh context with the sdc dialect loaded and unknown dialects refused."""
-    from sdc.dialect.dialect import load_into
-
-    ctx = ir.Context()
-    ctx.allow_unregistered_dialects = False
-    with ctx, ir.Location.unknown():
-        load_into(ctx)
-    return ctx
+__all__ = ["ir", "passmanager", "rewrite", "ext", "func", "arith", "PassManager", "MLIRError"]

@@ -131,7 +131,7 @@ def compile_command(args, out: TextIO) -> int:
     out.write(f"wrote {path} ({kernels} kernels, {format_bytes(weights)} of weights) "
               f"in {time.perf_counter() - started:.2f} s\n")
     if args.explain == "layout":
-        from sdc.cli.report import format_layout_report, layout_report
+        from sdc.cli.layout_report import format_layout_report, layout_report
 
         out.write(f"layout and fusion (target {artifact.manifest['target']})\n")
         out.write(format_layout_report(layout_report(artifact.plan)))
@@ -360,7 +360,7 @@ def inspect_command(args, out: TextIO) -> int:
         total = sum(w.nbytes for w in weights.values())
         out.write(f"  rank {r['rank']}: {len(r['steps'])} steps, {kernels} kernels, {ops} ops, "
                   f"{len(weights)} weights ({format_bytes(total)})\n")
-    from sdc.cli.report import format_layout_report, layout_report
+    from sdc.cli.layout_report import format_layout_report, layout_report
 
     out.write("layout and fusion\n")
     out.write(format_layout_report(layout_report(a.plan)))

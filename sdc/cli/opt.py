@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from sdc.cli.common import ArgumentParser, UsageError, read_source, run_main
 from sdc.diagnostics import Diagnostic, DiagnosticSink, SdcError, SourceLoc, from_mlir_error
 from sdc.ir_text import as_module, parse_top_level
-from sdc.mlir import MLIRError, PassManager, ir, new_context
+from sdc.mlir import MLIRError, PassManager, ir
+from sdc.dialect.op_classes import new_context
 from sdc.transforms import PASSES, get_pass
 from sdc.transforms.pipeline import build_pipeline
 

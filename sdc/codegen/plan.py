@@ -23,7 +23,7 @@ import torch
 from sdc import dtypes
 from sdc.diagnostics import SdcError, parse_location
 from sdc.dialect.attrs import AttrError, read_dims
-from sdc.dialect.dialect import module_mesh, read_attrs, tensor_spec
+from sdc.dialect.op_classes import module_mesh, read_attrs, tensor_spec
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import TensorSpec, is_static
 from sdc.interpreter import arg_dims, arg_names, entry_function

@@ -82,7 +82,7 @@ def _verify_yield(op) -> str | None:
 def report(op, check) -> bool:
     """Run `check(op)` (a message or None) as an op verifier: emit the message at the op's location.
 
-    Shared by every Python-defined sdc op class (see sdc.dialect.dialect.SdcOpBase)."""
+    Shared by every Python-defined sdc op class (see sdc.dialect.op_classes.SdcOpBase)."""
     try:
         message = check(op)
     except Exception as e:  # a verifier bug must not take the process down

@@ -25,10 +25,11 @@ from onnx import numpy_helper
 
 from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
-from sdc.dialect import dialect as D
+from sdc.dialect import op_classes as D
 from sdc.dialect.shapes import ShapeError, TensorSpec
 from sdc.frontend.values import V, Builder, const_value, ir_shape, is_int, symbol_name
-from sdc.mlir import MLIRError, func, ir, new_context
+from sdc.mlir import MLIRError, func, ir
+from sdc.dialect.op_classes import new_context
 
 # ONNX TensorProto element types -> sdc element types
 ONNX_DTYPES: dict[int, str] = {

@@ -25,7 +25,7 @@ import sympy
 import torch
 
 from sdc import dtypes
-from sdc.dialect import dialect as D
+from sdc.dialect import op_classes as D
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec

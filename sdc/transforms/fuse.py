@@ -45,7 +45,7 @@ from typing import Hashable, Sequence
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.attrs import AttrError
-from sdc.dialect.dialect import read_attrs, tensor_spec
+from sdc.dialect.op_classes import read_attrs, tensor_spec
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static
 from sdc.dialect.structure import FUSION, YIELD

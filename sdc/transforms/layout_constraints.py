@@ -32,7 +32,7 @@ from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink, parse_location
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError
-from sdc.dialect.dialect import create, read_attrs, tensor_spec
+from sdc.dialect.op_classes import create, read_attrs, tensor_spec
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from sdc.diagnostics import DiagnosticSink, parse_location
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError, read_dims
-from sdc.dialect.dialect import module_mesh, read_attrs, tensor_spec, tensor_type
+from sdc.dialect.op_classes import module_mesh, read_attrs, tensor_spec, tensor_type
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec, is_static, window_out
 from sdc.mlir import ir

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from sdc.diagnostics import DiagnosticSink, parse_location
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError, read_dims
-from sdc.dialect.dialect import module_mesh, read_attrs, tensor_spec
+from sdc.dialect.op_classes import module_mesh, read_attrs, tensor_spec
 from sdc.dialect.mesh import Mesh, Sharding
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static

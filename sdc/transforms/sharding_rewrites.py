@@ -17,7 +17,7 @@ output column is the same dot product.
 
 from __future__ import annotations
 
-from sdc.dialect.dialect import create, read_attrs, tensor_spec
+from sdc.dialect.op_classes import create, read_attrs, tensor_spec
 from sdc.dialect.opdef import OPS
 from sdc.mlir import ir
 

@@ -34,7 +34,7 @@ from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect import attrs as A
 from sdc.dialect.dense import DenseValue
-from sdc.dialect.dialect import create, read_attrs, tensor_spec, tensor_type
+from sdc.dialect.op_classes import create, read_attrs, tensor_spec, tensor_type
 from sdc.dialect.mesh import Mesh, Sharding, local_dim
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import TensorSpec, is_static

@@ -14,7 +14,8 @@ from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import AttrSpec
-from sdc.mlir import ir, new_context
+from sdc.mlir import ir
+from sdc.dialect.op_classes import new_context
 
 
 @pytest.fixture

@@ -9,10 +9,11 @@ import pytest
 
 from sdc.dialect import docgen
 from sdc.dialect.attrs import read_dims, read_mesh, to_python
-from sdc.dialect.dialect import infer_results, module_mesh, read_attrs, tensor_spec, verify_op
+from sdc.dialect.op_classes import infer_results, module_mesh, read_attrs, tensor_spec, verify_op
 from sdc.dialect.opdef import ATTR_KINDS, AttrSpec, OpDef, all_ops, attr
 from sdc.interpreter import parse_module
-from sdc.mlir import ir, new_context
+from sdc.mlir import ir
+from sdc.dialect.op_classes import new_context
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "dialect.md"
 OPS = all_ops()

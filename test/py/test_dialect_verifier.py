@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from sdc.diagnostics import SdcError, SourceLoc
-from sdc.dialect.dialect import create, op_attributes, tensor_spec, verify_op
+from sdc.dialect.op_classes import create, op_attributes, tensor_spec, verify_op
 from sdc.dialect.shapes import DYN, TensorSpec
 from sdc.interpreter import parse_module
-from sdc.mlir import func, ir, new_context
+from sdc.mlir import func, ir
+from sdc.dialect.op_classes import new_context
 
 # Each case: IR whose line marked `// <-` holds the bad op, and the message expected there.
 BAD_OPS = {

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from sdc.cli.main import main as sdc_main
-from sdc.cli.report import format_layout_report, layout_report
+from sdc.cli.layout_report import format_layout_report, layout_report
 from sdc.codegen.plan import build_plan
 from sdc.compiler import compile_module
 from sdc.diagnostics import DiagnosticSink

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from refcheck import foundation_ops
 from sdc.dialect.dense import DenseValue
-from sdc.dialect.dialect import VerifyContext
+from sdc.dialect.op_classes import VerifyContext
 from sdc.dialect.opdef import all_ops, get_op
 from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec, is_static
 

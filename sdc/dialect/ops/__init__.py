@@ -1,4 +1,4 @@
 """The op tables. Importing this package registers every sdc op in `sdc.dialect.opdef.OPS`."""
 
-from sdc.dialect.ops import (collectives, core, elementwise, indexing, linalg, misc, nn, reduce,  # noqa: F401
+from sdc.dialect.ops import (collectives, core, elementwise, indexing, linalg, nn, reduce,  # noqa: F401
                              shape_ops, sharding)

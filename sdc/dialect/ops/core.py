@@ -140,3 +140,21 @@ def dense_from_numpy(array: np.ndarray):
     from sdc.dialect.dense import DenseValue
 
     return DenseValue.from_numpy(array)
+
+
+def _dim_values_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
+    shape_attr_dims(attrs["dims"])
+    if any(isinstance(d, int) and d < 0 for d in attrs["dims"]):
+        ctx.fail(f"dims {list(attrs['dims'])} has a negative entry")
+    return [TensorSpec((len(attrs["dims"]),), "i64")]
+
+
+register(OpDef(
+    name="dim_values", family="values",
+    summary="a 1-D i64 tensor of dims, some symbolic",
+    doc=("The values of `dims` at run time: ints as they are, symbol names and dim expressions (`B*S`) "
+         "evaluated from the entry inputs' shapes. What a model's run-time shape arithmetic folds to."),
+    operands=(), attrs={"dims": attr("shape", doc="ints or dim expressions")},
+    shape=_dim_values_rule, ref=lambda env, a: torch.tensor([env.dim(d) for d in a["dims"]], dtype=torch.int64),
+    example='%0 = "sdc.dim_values"() {dims = ["B", "S*12", 64]} : () -> tensor<3xi64>',
+))

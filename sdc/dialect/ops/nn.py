@@ -244,3 +244,48 @@ register(OpDef(
              ": (tensor<?x16x32x32xf32>, tensor<32x16x3x3xf32>, tensor<?x18x32x32xf32>, tensor<1x1x1x1xf32>) "
              "-> tensor<?x32x32x32xf32>"),
 ))
+
+
+# ---------------------------------------------------------------- local response normalization
+
+
+def _lrn_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
+    x = ins[0]
+    check_dtype(ctx, FLOAT, x, "operand")
+    if x.rank < 3:
+        ctx.fail(f"operand must have rank >= 3 (N, C, spatial...), found rank {x.rank}")
+    if attrs["size"] < 1:
+        ctx.fail(f"size must be >= 1, found {attrs['size']}")
+    return [x]
+
+
+def _lrn_ref(env, a, x):
+    size = a["size"]
+    if size % 2 == 1:  # a centred window: pool over channels with implicit zero padding, no copies
+        sq = (x * x).reshape(x.shape[0], 1, x.shape[1], -1)
+        summed = F.avg_pool2d(sq, (size, 1), stride=1, padding=(size // 2, 0), count_include_pad=True)
+        summed = summed.reshape(x.shape).mul_(a["alpha"]).add_(a["bias"]).pow_(a["beta"])
+        return x / summed
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = (x * x).unsqueeze(1)  # [N, 1, C, spatial...]: pool over C as a spatial dim
+    sq = F.pad(sq, [0, 0] * (x.dim() - 2) + [before, after])
+    flat = sq.reshape(sq.shape[0], 1, sq.shape[2], -1)
+    summed = F.avg_pool2d(flat, (size, 1), stride=1) * size
+    summed = summed.reshape(x.shape)
+    return x / torch.pow(a["bias"] + a["alpha"] / size * summed, a["beta"])
+
+
+register(OpDef(
+    name="lrn", family="normalization",
+    summary="local response normalization across channels",
+    doc=("`x / (bias + alpha / size * sum(x^2 over a window of `size` channels))^beta`, the window "
+         "centred on each channel ((size-1)//2 before, the rest after), as in AlexNet."),
+    operands=("operand",),
+    attrs={
+        "size": attr("int", doc="channels in the window"),
+        "alpha": attr("float", 1e-4), "beta": attr("float", 0.75), "bias": attr("float", 1.0),
+    },
+    shape=_lrn_rule, ref=_lrn_ref,
+    example=('%1 = "sdc.lrn"(%0) {alpha = 1.000000e-04 : f64, beta = 7.500000e-01 : f64, bias = 1.000000e+00 : f64, '
+             "size = 5 : i64} : (tensor<?x96x55x55xf32>) -> tensor<?x96x55x55xf32>"),
+))

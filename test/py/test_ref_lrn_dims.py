@@ -1,4 +1,4 @@
-"""Reference semantics of the ops in sdc/dialect/ops/misc.py against loops written from the ONNX spec."""
+"""Reference semantics of sdc.lrn (ops/nn.py) and sdc.dim_values (ops/core.py) against loops written from the ONNX spec."""
 
 from __future__ import annotations
 

@@ -205,6 +205,15 @@ def _make_op_class(opdef: OpDef) -> type:
 OP_CLASSES: dict[str, type] = {name: _make_op_class(d) for name, d in all_ops().items()}
 
 
+def new_context() -> ir.Context:
+    """A fresh context with the sdc dialect loaded and unknown dialects refused."""
+    ctx = ir.Context()
+    ctx.allow_unregistered_dialects = False
+    with ctx, ir.Location.unknown():
+        load_into(ctx)
+    return ctx
+
+
 def load_into(ctx: ir.Context) -> None:
     """Load the sdc dialect into `ctx` (the context must be current)."""
     if not ctx.is_dialect_loaded("sdc"):
