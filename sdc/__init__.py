@@ -9,7 +9,7 @@ Public entry points (imported lazily so that `import sdc` and `sdc.runtime` stay
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from sdc.version import __version__  # noqa: F401  (one source: sdc/version.py)
 
 
 def interpret(module_or_text, inputs, params=None, **kwargs):
@@ -18,11 +18,35 @@ def interpret(module_or_text, inputs, params=None, **kwargs):
     return _interpret(module_or_text, inputs, params, **kwargs)
 
 
-def compile(model, example_args=None, **kwargs):
-    """Compile `model` into an artifact and load it; see `sdc.compiler.compile`."""
+def compile(model, example_args=None, *, options=None, output=None, progress=None, **fields):
+    """Compile `model` into an artifact and load it; returns the `sdc.runtime.Executable`.
+
+    `model`: an ONNX model (path or `onnx.ModelProto`), or an `.mlir` file without parameters.
+    `options`: a `sdc.options.CompileOptions`; each of its fields may also be given as a keyword
+    (`sdc.compile(model, input_shapes={"x": ["B", 3, 224, 224]}, mesh="dp=2", target="cpu")`),
+    which overrides that field of `options`.
+    `output`: the artifact directory (default: a temporary one, alive as long as the executable).
+    `progress`: called with a line of text as each stage starts.
+    `example_args` are for the PyTorch and JAX frontends, which are not there yet.
+
+    Options (sdc.options.CompileOptions):
+{options}
+    """
     from sdc.compiler import compile as _compile
 
-    return _compile(model, example_args, **kwargs)
+    return _compile(model, example_args, options=options, output=output, progress=progress, **fields)
+
+
+def _compile_doc() -> str:
+    # Generated from the dataclass, so `help(sdc.compile)` lists every option with its documentation.
+    # sdc.options is MLIR-free and torch-free: `import sdc` stays light.
+    from sdc.options import describe_options
+
+    return compile.__doc__.replace("{options}", describe_options("        "))
+
+
+if compile.__doc__:  # python -OO drops docstrings
+    compile.__doc__ = _compile_doc()
 
 
 def shard(tensor, *dims, partial=()):

@@ -14,71 +14,14 @@ import numpy as np
 import torch
 
 from sdc import dtypes
-from sdc.diagnostics import SdcError, from_mlir_error
-from sdc.dialect.attrs import read_dims
-from sdc.dialect.op_classes import module_mesh, read_attrs, shard_counts, tensor_spec
+from sdc.diagnostics import SdcError
+from sdc.dialect.ir import (ARG_ATTRS, arg_dims, arg_names, attr_dicts, entry_function, module_mesh, op_location,
+                            operation, read_attrs, shard_counts, tensor_spec)
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import is_static
-from sdc.ir_text import as_module, parse_top_level
-from sdc.mlir import MLIRError, ir
+from sdc.ir_text import parse_module
+from sdc.mlir import ir
 from sdc.dialect.op_classes import new_context
-
-
-def parse_module(text: str, source_name: str = "<string>", ctx: ir.Context | None = None) -> ir.Operation:
-    """Parse textual IR into a verified module, or raise SdcError with located diagnostics."""
-    ctx = ctx or new_context()
-    with ctx, ir.Location.unknown():
-        try:
-            op = parse_top_level(text, source_name)
-        except MLIRError as e:
-            diags = from_mlir_error(e)
-            raise SdcError(diags[0].message, diags) from None
-        # The builtin.module operation serves as "the module" everywhere in sdc.
-        return as_module(op)
-
-
-def entry_function(module, name: str | None = None) -> ir.Operation:
-    """The function to run: `name`, else `@main`, else the module's only function."""
-    body = _module_op(module).regions[0].blocks[0]
-    funcs = [op.operation for op in body.operations if op.operation.name == "func.func"]
-    by_name = {ir.StringAttr(f.attributes["sym_name"]).value: f for f in funcs}
-    if name is not None:
-        if name not in by_name:
-            raise SdcError(f"no function named '{name}' (functions: {', '.join(by_name) or 'none'})")
-        return by_name[name]
-    if "main" in by_name:
-        return by_name["main"]
-    if len(funcs) == 1:
-        return funcs[0]
-    raise SdcError(f"cannot choose an entry function: no @main among {', '.join(by_name) or 'none'}")
-
-
-def _module_op(module) -> ir.Operation:
-    return module.operation if hasattr(module, "operation") else module
-
-
-def arg_dims(fn: ir.Operation) -> list[list | None]:
-    """The `sdc.dims` annotation of each entry argument (None where there is none)."""
-    n = len(fn.regions[0].blocks[0].arguments)
-    if "arg_attrs" not in fn.attributes:
-        return [None] * n
-    out = []
-    for attrs in ir.ArrayAttr(fn.attributes["arg_attrs"]):
-        attrs = ir.DictAttr(attrs)
-        out.append(read_dims(attrs["sdc.dims"]) if "sdc.dims" in attrs else None)
-    return out
-
-
-def arg_names(fn: ir.Operation) -> list[str]:
-    """Entry argument names: their `sdc.name` attribute, else argN."""
-    n = len(fn.regions[0].blocks[0].arguments)
-    names = [f"arg{i}" for i in range(n)]
-    if "arg_attrs" in fn.attributes:
-        for i, attrs in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"])):
-            attrs = ir.DictAttr(attrs)
-            if "sdc.name" in attrs:
-                names[i] = ir.StringAttr(attrs["sdc.name"]).value
-    return names
 
 
 def _to_torch(value: Any) -> torch.Tensor:
@@ -127,9 +70,7 @@ def _bind_inputs(fn: ir.Operation, inputs) -> tuple[list[torch.Tensor], dict[str
 
 def _arg_shards(fn: ir.Operation, i: int, rank: int) -> list[int]:
     """How many blocks each dim of argument i is split into (its `sdc.sharding` over the module's mesh)."""
-    if "arg_attrs" not in fn.attributes:
-        return [1] * rank
-    return shard_counts(fn, ir.DictAttr(ir.ArrayAttr(fn.attributes["arg_attrs"])[i]), rank)
+    return shard_counts(fn, attr_dicts(fn, ARG_ATTRS)[i], rank)
 
 
 def _missing(name: str):
@@ -141,13 +82,12 @@ class Interpreter:
         self.module = module
         self.params = {k: _to_torch(v) for k, v in (params or {}).items()}
         self.comm = comm
-        self.mesh = module_mesh(_module_op(module)) or {}
+        self.mesh = module_mesh(module) or {}
 
     def run(self, inputs, entry: str | None = None) -> list[torch.Tensor]:
         fn = entry_function(self.module, entry)
         tensors, symbols = _bind_inputs(fn, inputs)
-        env = RefEnv(symbols=symbols, comm=self.comm, mesh=self.mesh)
-        env.params = self.params
+        env = RefEnv(symbols=symbols, comm=self.comm, mesh=self.mesh, params=self.params)
         return self._run_block(fn.regions[0].blocks[0], tensors, env)
 
     def _run_block(self, block, args: Sequence[torch.Tensor], env: RefEnv,
@@ -170,7 +110,7 @@ class Interpreter:
             opdef = OPS[op.name[4:]]
             attrs = read_attrs(opdef, op)
             if opdef.shape is None and len(op.results):
-                attrs["_result_spec"] = tensor_spec(op.results[0].type)
+                env.result_spec = tensor_spec(op.results[0].type)
             ins = [values[v] for v in op.operands]
             try:
                 out = opdef.ref(env, attrs, *ins)
@@ -187,10 +127,9 @@ class Interpreter:
 
 
 def _where(op) -> str:
-    from sdc.diagnostics import parse_location
-
-    loc, label = parse_location(str(op.location))
-    return f"{loc or label}: " if (loc or label) else ""
+    """The prefix of a failing op's message: `f.mlir:3:8: `, else its name label, else nothing."""
+    at = op_location(op, file_first=True)
+    return f"{at}: " if at else ""
 
 
 def interpret(module_or_text, inputs, params: Mapping[str, Any] | None = None, *, entry: str | None = None,
@@ -206,7 +145,7 @@ def interpret(module_or_text, inputs, params: Mapping[str, Any] | None = None, *
         with ctx:
             outs = Interpreter(module, params, comm).run(inputs, entry)
     else:
-        with _module_op(module_or_text).context:
+        with operation(module_or_text).context:
             outs = Interpreter(module_or_text, params, comm).run(inputs, entry)
     if as_torch:
         return outs

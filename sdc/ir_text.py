@@ -1,7 +1,13 @@
-"""Reading IR text the way mlir-opt does (one helper for sdc-opt, the interpreter and the compiler)."""
+"""Reading IR text the way mlir-opt does (one helper for sdc-opt, the interpreter and the compiler).
+
+`parse_module` is what everything but sdc-opt calls: text in, a verified `builtin.module` out, or
+one SdcError carrying MLIR's located diagnostics.
+"""
 
 from __future__ import annotations
 
+from sdc.diagnostics import SdcError, from_mlir_error
+from sdc.dialect.op_classes import new_context
 from sdc.mlir import MLIRError, ir
 
 _NOT_ONE_TOP_LEVEL_OP = "source must contain a single top-level operation"
@@ -32,3 +38,17 @@ def as_module(op: ir.Operation) -> ir.Operation:
     module = ir.Module.create(op.location)
     module.body.append(op)
     return module.operation
+
+
+def parse_module(text: str, source_name: str = "<string>", ctx: ir.Context | None = None) -> ir.Operation:
+    """Parse textual IR into a verified module (in `ctx`, else a fresh context with the sdc dialect),
+    or raise SdcError with located diagnostics."""
+    ctx = ctx or new_context()
+    with ctx, ir.Location.unknown():
+        try:
+            op = parse_top_level(text, source_name)
+        except MLIRError as e:
+            diags = from_mlir_error(e)
+            raise SdcError(diags[0].message, diags) from None
+        # The builtin.module operation serves as "the module" everywhere in sdc.
+        return as_module(op)

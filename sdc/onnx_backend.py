@@ -107,9 +107,10 @@ def _is_shape_like(value: np.ndarray) -> bool:
 def _compile(model: onnx.ModelProto, constant_inputs: dict[str, np.ndarray] | None = None):
     from sdc.compiler import compile_module
     from sdc.frontend.onnx import import_onnx
+    from sdc.options import CompileOptions
 
     imported = import_onnx(model, constant_inputs=constant_inputs or None)
-    return compile_module(imported.module, imported.params, target="cpu")
+    return compile_module(imported.module, imported.params, CompileOptions(target="cpu"))
 
 
 class SdcBackend(Backend):

@@ -24,6 +24,30 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: print `text()` and exit 0. The text is computed only when the flag is given."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, text: Callable[[], str], **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and exit", **kwargs)
+        self.text = text
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        sys.stdout.write(self.text() + "\n")
+        parser.exit(0)
+
+
+def add_version_flag(parser: argparse.ArgumentParser, text: Callable[[], str]) -> None:
+    """Give `parser` a `--version` flag printing `text()` (argparse's own wants the text up front)."""
+    parser.add_argument("--version", action=_VersionAction, text=text)
+
+
+def sdc_version_text() -> str:
+    from sdc.version import __version__
+
+    return f"sdc {__version__}"
+
+
 def debug_enabled(argv: Sequence[str]) -> bool:
     return "--debug" in argv or os.environ.get("SDC_DEBUG", "") not in ("", "0")
 

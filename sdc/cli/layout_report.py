@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from sdc import dtypes
 from sdc.fmt import format_bytes
+from sdc.runtime.format import LAUNCH, launch_ops
 from sdc.transforms.layout_model import DYNAMIC_DIM
 
 
@@ -55,16 +56,16 @@ def layout_report(plan: dict) -> LayoutReport:
 def _add_rank(report: LayoutReport, rank: dict) -> None:
     values = rank.get("values", {})
     size = {vid: value_bytes(v) for vid, v in values.items()}
-    steps = [s for s in rank.get("steps", []) if s.get("kind") == "kernel"]
+    steps = [s for s in rank.get("steps", []) if s.get("kind") == LAUNCH]
     used_after: dict[str, int] = {}  # value -> index of the last op reading it
-    ops = [(i, op) for i, s in enumerate(steps) for op in s.get("ops", [])]
+    ops = [(i, op) for i, s in enumerate(steps) for op in launch_ops(s)]
     for n, (_, op) in enumerate(ops):
         for vid in op.get("inputs", []):
             used_after[vid] = n
     returned = set(rank.get("outputs", []))
     report.ops += len(ops)
     report.kernels += len(steps)
-    report.fused += sum(1 for s in steps if len(s.get("ops", [])) > 1)
+    report.fused += sum(1 for s in steps if len(launch_ops(s)) > 1)
     for n, (_, op) in enumerate(ops):  # one kernel per op
         report.bytes_before += sum(size.get(v, 0) for v in set(op.get("inputs", [])))
         report.bytes_before += sum(size.get(v, 0) for v in set(op.get("outputs", []))
@@ -74,11 +75,11 @@ def _add_rank(report: LayoutReport, rank: dict) -> None:
         for vid in op.get("inputs", []):
             last_step[vid] = i
     for i, step in enumerate(steps):
-        made = {v for op in step.get("ops", []) for v in op.get("outputs", [])}
-        reads = {v for op in step.get("ops", []) for v in op.get("inputs", []) if v not in made}
+        made = {v for op in launch_ops(step) for v in op.get("outputs", [])}
+        reads = {v for op in launch_ops(step) for v in op.get("inputs", []) if v not in made}
         writes = {v for v in made if v in returned or last_step.get(v, -1) > i}
         report.bytes_after += sum(size.get(v, 0) for v in reads | writes)
-        for op in step.get("ops", []):
+        for op in launch_ops(step):
             if op.get("op") == "layout_cast":
                 vid = (op.get("inputs") or ["?"])[0]
                 v = values.get(vid, {})

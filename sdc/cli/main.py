@@ -1,10 +1,11 @@
-"""sdc: compile a model into an artifact, run an artifact, inspect an artifact.
+"""sdc: compile a model into an artifact, import a model into sdc IR, run and inspect an artifact.
 
-    sdc compile MODEL [-o OUT.sdc] [--target cpu|cuda] [--input-shape NAME=DIMS|SYMBOL=LO..HI ...] [--dump-ir DIR]
+    sdc compile MODEL [-o OUT.sdc] [--target TARGET] [--input-shape NAME=DIMS|SYMBOL=LO..HI ...] [--dump-ir DIR]
                       [--params FILE] [--mesh dp=2,tp=2] [--explain layout|sharding]
     sdc run ARTIFACT [--input NAME=FILE.npy ...] [--output-dir DIR] [--dim NAME=SIZE ...] [--seed N]
                      [--repeat N]
     sdc inspect ARTIFACT
+    sdc import MODEL [-o OUT.mlir] [--input-shape NAME=DIMS ...] [--params OUT.safetensors] [--mesh dp=2]
 
 MODEL is an ONNX file, or an `.mlir` file of sdc IR whose parameters come from `--params`
 (.safetensors or .npz). User errors print `error: ...` and exit 1; a bad command line exits
@@ -17,11 +18,15 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import TYPE_CHECKING, Sequence, TextIO
 
-from sdc.cli.common import ArgumentParser, UsageError, run_main
+from sdc.cli.common import ArgumentParser, UsageError, add_version_flag, run_main, sdc_version_text
 from sdc.diagnostics import SdcError
 from sdc.fmt import format_bytes
+from sdc.target import DEFAULT_TARGET, TARGETS
+
+if TYPE_CHECKING:
+    from sdc.options import CompileOptions
 
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 BATCH_LIKE = {"b", "n", "bs", "batch", "batch_size", "batchsize", "nbatch"}
@@ -103,39 +108,48 @@ def parse_input_shape(item: str) -> tuple[str, list[int | str] | int | str]:
     return name, parse_dims(value, f"--input-shape {name}")
 
 
-def compile_command(args, out: TextIO) -> int:
+def compile_options(args) -> "CompileOptions":
+    """The one CompileOptions of `sdc compile`'s command line (malformed values: UsageError, exit 2;
+    values the options refuse, such as an unknown target: SdcError, exit 1)."""
+    from sdc.options import CompileOptions
+
     shapes: dict[str, list[int | str] | int | str] = {}
     for item in args.input_shape:
         name, value = parse_input_shape(item)
         shapes[name] = value
-    from sdc.compiler import build_artifact, check_target, import_model
-
-    check_target(args.target)
     mesh = parse_mesh(args.mesh) if args.mesh else None
+    return CompileOptions(target=args.target, mesh=mesh, input_shapes=shapes, dump_ir=args.dump_ir,
+                          explain=args.explain)
+
+
+def compile_command(args, out: TextIO) -> int:
+    options = compile_options(args)
+    from sdc.compiler import build_artifact, check_compilable, import_model
+
+    check_compilable(options)
     output = Path(args.output) if args.output else Path(Path(args.model).stem + ".sdc")
     progress = Progress(sys.stderr)
     started = time.perf_counter()
     try:
         progress(f"importing {args.model}")
-        module, params, options = import_model(args.model, input_shapes=shapes or None, params_file=args.params,
-                                               mesh=mesh.as_dict() if mesh else None)
-        path = build_artifact(module, params, output, target=args.target, dump_ir=args.dump_ir, options=options,
-                              progress=progress, input_shapes=shapes or None, mesh=mesh)
+        module, params, provenance = import_model(args.model, input_shapes=options.input_shapes_dict(),
+                                                  params_file=args.params, mesh=options.mesh_dict())
+        path = build_artifact(module, params, output, options, provenance=provenance, progress=progress)
     finally:
         progress.done()
     from sdc.runtime.artifact import read_artifact
 
     artifact = read_artifact(path)
-    kernels = sum(len(r["steps"]) for r in artifact.plan["ranks"])
+    kernels = sum(1 for r in artifact.plan["ranks"] for s in r["steps"] if s.get("kind") == "launch")
     weights = sum(w.nbytes for w in artifact.weights_info(0).values())
     out.write(f"wrote {path} ({kernels} kernels, {format_bytes(weights)} of weights) "
               f"in {time.perf_counter() - started:.2f} s\n")
-    if args.explain == "layout":
+    if options.explain == "layout":
         from sdc.cli.layout_report import format_layout_report, layout_report
 
         out.write(f"layout and fusion (target {artifact.manifest['target']})\n")
         out.write(format_layout_report(layout_report(artifact.plan)))
-    if args.explain == "sharding":
+    if options.explain == "sharding":
         from sdc.cli.sharding_report import format_sharding_report
 
         out.write(format_sharding_report(module, artifact.manifest))
@@ -149,6 +163,42 @@ def parse_mesh(text: str):
         return Mesh.parse(text)
     except MeshError as e:
         raise UsageError(f"--mesh {text}: {e}") from None
+
+
+# ---------------------------------------------------------------- sdc import
+
+
+def import_command(args, out: TextIO) -> int:
+    """Write a model's imported IR (the text sdc-opt and `sdc compile` read), and its weights with --params."""
+    shapes: dict[str, list[int | str]] = {}
+    for item in args.input_shape:
+        name, value = parse_input_shape(item)
+        if not isinstance(value, list):
+            raise UsageError(f"--input-shape {item}: sdc import takes an input's dims (x=B,3,224,224); a symbol's "
+                             "value or range is for sdc compile (or sdc-opt's sdc-shape-constraints pass)")
+        shapes[name] = value
+    mesh = parse_mesh(args.mesh) if args.mesh else None
+    if args.params and Path(args.params).suffix not in (".safetensors", ".npz"):
+        raise UsageError(f"--params {args.params}: the parameter file must be .safetensors or .npz")
+    from sdc.frontend import import_model
+    from sdc.frontend.params import write_params
+
+    module, params, _ = import_model(args.model, input_shapes=shapes or None, mesh=mesh.as_dict() if mesh else None)
+    text = module.operation.get_asm(enable_debug_info=args.print_debuginfo)
+    if args.output == "-":
+        out.write(text)
+    else:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise SdcError(f"cannot write '{args.output}': {e.strerror}") from None
+    if args.params:
+        write_params(params, args.params)
+    elif params:
+        count = f"{len(params)} parameter{'s' if len(params) != 1 else ''}"
+        sys.stderr.write(f"note: the IR names {count} whose values are not written (--params FILE.safetensors "
+                         "writes them)\n")
+    return 0
 
 
 # ---------------------------------------------------------------- sdc run
@@ -353,10 +403,12 @@ def inspect_command(args, out: TextIO) -> int:
     for g in guards:
         out.write(f"  {g['condition']}" + (f"  ({g['message']})" if g.get("message") else "") + "\n")
     out.write("ranks\n")
+    from sdc.runtime.format import launch_ops
+
     for r in sorted(a.plan["ranks"], key=lambda r: r["rank"]):
         weights = a.weights_info(r["rank"])
-        kernels = sum(1 for s in r["steps"] if s.get("kind") == "kernel")
-        ops = sum(len(s.get("ops", [])) for s in r["steps"])
+        kernels = sum(1 for s in r["steps"] if s.get("kind") == "launch")
+        ops = sum(len(launch_ops(s)) + (s.get("kind") == "collective") for s in r["steps"])
         total = sum(w.nbytes for w in weights.values())
         out.write(f"  rank {r['rank']}: {len(r['steps'])} steps, {kernels} kernels, {ops} ops, "
                   f"{len(weights)} weights ({format_bytes(total)})\n")
@@ -411,12 +463,14 @@ def format_seconds(s: float) -> str:
 def make_parser() -> ArgumentParser:
     p = ArgumentParser(prog="sdc", description="Compile models into artifacts, run and inspect artifacts.")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    add_version_flag(p, sdc_version_text)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     c = sub.add_parser("compile", help="compile a model into an artifact directory")
     c.add_argument("model", help="an ONNX file, or an .mlir file of sdc IR")
     c.add_argument("-o", "--output", help="the artifact directory (default: MODEL's stem + .sdc, here)")
-    c.add_argument("--target", default="cpu", choices=["cpu", "cuda"], help="what to compile for (default cpu)")
+    c.add_argument("--target", default=DEFAULT_TARGET, metavar="TARGET",
+                   help=f"what to compile for: {', '.join(TARGETS)} (default {DEFAULT_TARGET}; docs/targets.md)")
     c.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
                    help="an input's dims (x=B,3,224,224), a symbol's range (B=1..64, B=8..) or value (B=8); "
                         "repeatable")
@@ -431,6 +485,19 @@ def make_parser() -> ArgumentParser:
                         "the shardings chosen and every collective inserted, with the op that needed it, the "
                         "tensor, the bytes per step and why")
     c.add_argument("--debug", action="store_true", help="show Python tracebacks")
+
+    m = sub.add_parser("import", help="import a model into sdc IR, the text sdc-opt and sdc compile read")
+    m.add_argument("model", help="an ONNX file (or an .mlir file, printed again)")
+    m.add_argument("-o", "--output", default="-", help="the IR file (default stdout)")
+    m.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
+                   help="an input's dims (x=B,3,224,224): ints fix a dim, names name it; repeatable")
+    m.add_argument("--params", metavar="FILE",
+                   help="write the parameter values to FILE (.safetensors or .npz), for sdc compile --params")
+    m.add_argument("--mesh", metavar="AXIS=N,...", help="read the model's multi-device sharding annotations "
+                                                      "for this device mesh, e.g. dp=2,tp=2")
+    m.add_argument("--print-debuginfo", action="store_true",
+                   help="print locations (the ONNX node name and index of every op)")
+    m.add_argument("--debug", action="store_true", help="show Python tracebacks")
 
     r = sub.add_parser("run", help="run an artifact on given or random inputs")
     r.add_argument("artifact", help="the artifact directory")
@@ -454,7 +521,7 @@ def make_parser() -> ArgumentParser:
     return p
 
 
-COMMANDS = {"compile": compile_command, "run": run_command, "inspect": inspect_command}
+COMMANDS = {"compile": compile_command, "import": import_command, "run": run_command, "inspect": inspect_command}
 
 
 def sdc_main(argv: list[str]) -> int:
@@ -462,7 +529,7 @@ def sdc_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_usage(sys.stderr)
-        raise UsageError("no command (commands: compile, run, inspect)")
+        raise UsageError(f"no command (commands: {', '.join(COMMANDS)})")
     return COMMANDS[args.command](args, sys.stdout)
 
 

@@ -15,7 +15,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from sdc.cli.common import ArgumentParser, UsageError, read_source, run_main
+from sdc.cli.common import ArgumentParser, UsageError, add_version_flag, read_source, run_main, sdc_version_text
 from sdc.diagnostics import Diagnostic, DiagnosticSink, SdcError, SourceLoc, from_mlir_error
 from sdc.ir_text import as_module, parse_top_level
 from sdc.mlir import MLIRError, PassManager, ir
@@ -147,6 +147,7 @@ def make_parser() -> ArgumentParser:
     p.add_argument("--print-debuginfo", action="store_true", help="print locations in the output IR")
     p.add_argument("--list-passes", action="store_true", help="list sdc passes and exit")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks for internal errors")
+    add_version_flag(p, _version_text)
     return p
 
 
@@ -197,6 +198,13 @@ def _write_output(path: str, text: str) -> None:
             f.write(text)
     except OSError as e:
         raise SdcError(f"cannot write '{path}': {e.strerror}") from None
+
+
+def _version_text() -> str:
+    """`sdc 0.1.0` and the MLIR bindings it runs on (their distribution's version: no import)."""
+    from sdc.version import mlir_bindings_version
+
+    return f"{sdc_version_text()}\nMLIR Python bindings: torch-mlir {mlir_bindings_version() or '(not installed)'}"
 
 
 def main(argv: list[str] | None = None) -> int:

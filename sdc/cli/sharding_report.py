@@ -9,7 +9,7 @@ built (all_slice of a parameter or constant) are counted, not listed: they cost 
 
 from __future__ import annotations
 
-from sdc.diagnostics import parse_location
+from sdc.dialect.ir import ARG_ATTRS, RES_ATTRS, attr_dicts, entry_function, op_location
 from sdc.dialect.opdef import OPS
 from sdc.mlir import ir
 from sdc.transforms.base import walk_ops
@@ -26,11 +26,10 @@ def collectives(module) -> list[dict]:
     for c in walk_ops(op, "sdc."):
         if c.name[4:] not in OPS or OPS[c.name[4:]].family != "collective" or "sdc.reason" not in c.attributes:
             continue
-        loc, label = parse_location(str(c.location))
         out.append({
             "op": c.name[4:],
             "axes": [ir.StringAttr(a).value for a in ir.ArrayAttr(c.attributes["mesh_axes"])],
-            "where": label or (str(loc) if loc else ""),
+            "where": op_location(c),
             "reason": ir.StringAttr(c.attributes["sdc.reason"]).value,
             "bytes": ir.StringAttr(c.attributes["sdc.bytes"]).value if "sdc.bytes" in c.attributes else "?",
             "tensor": ir.StringAttr(c.attributes["sdc.tensor"]).value if "sdc.tensor" in c.attributes else "",
@@ -109,14 +108,13 @@ def _notes(fn_parent) -> list[str]:
 
 
 def _io(op, manifest: dict) -> list[str]:
-    from sdc.interpreter import entry_function
-    from sdc.transforms.sharding_ir import SHARDING, arg_attr_dicts, read_sharding_attr
+    from sdc.transforms.sharding_ir import SHARDING, read_sharding_attr
 
     fn = entry_function(op)
     lines = []
-    for key, kind, entries in (("arg_attrs", "input", manifest["entry"]["inputs"]),
-                               ("res_attrs", "output", manifest["entry"]["outputs"])):
-        dicts = arg_attr_dicts(fn, key)
+    for key, kind, entries in ((ARG_ATTRS, "input", manifest["entry"]["inputs"]),
+                               (RES_ATTRS, "output", manifest["entry"]["outputs"])):
+        dicts = attr_dicts(fn, key)
         items = []
         for entry, d in zip(entries, dicts):
             s = read_sharding_attr(d[SHARDING]) if SHARDING in d else None

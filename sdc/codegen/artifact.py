@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
-import sdc
 from sdc.codegen.plan import Plan
 from sdc.diagnostics import SdcError
 from sdc.runtime.format import (FORMAT, FORMAT_VERSION, KERNELS_DIR, MANIFEST, PLAN, PROGRAM, WEIGHTS_DIR,
                                 sha256_file, weights_file)
+from sdc.version import __version__
 
 _FINGERPRINT_PACKAGES = ("torch", "numpy", "onnx", "safetensors", "torch-mlir", "triton")
 
@@ -91,7 +91,7 @@ def _write_contents(root: Path, plan: Plan, program: str, options: dict[str, Any
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "sdc_version": sdc.__version__,
+        "sdc_version": __version__,
         "target": plan.target,
         "world_size": plan.world_size,
         "mesh": plan.mesh,
@@ -146,7 +146,7 @@ def _save_weights(path: Path, weights: dict[str, torch.Tensor]) -> None:
         seen.add(t.untyped_storage().data_ptr())
         tensors[name] = t
     try:
-        save_file(tensors, str(path), metadata={"format": "pt", "writer": f"sdc {sdc.__version__}"})
+        save_file(tensors, str(path), metadata={"format": "pt", "writer": f"sdc {__version__}"})
     except Exception as e:
         raise SdcError(f"cannot write the weights to '{path}': {e}") from None
     os.chmod(path, 0o666 & ~_umask())  # safetensors creates the file 0600

@@ -1,15 +1,20 @@
-"""The execution plan: a module's entry function as ordered steps per rank, plus its weights.
+"""The execution plan (plan.json v2): a module's entry function as ordered steps per rank, plus its weights.
 
-`build_plan(module, params)` walks `@main` in order. Each `sdc.fusion` becomes one kernel group
-(a step whose ops are the region's ops, in order); any other sdc op is a step of its own.
-`sdc.parameter` and `sdc.constant` make no step: their values are weights, stored in the rank's
-weights file and bound by name at load time. A weight with a non-row-major `sdc.layout` is stored
-in that physical order (its value records the `layout`; the runtime views it back logically), and
-a `sdc.layout_cast` keeps the `reason` the layout pass gave it.
+`build_plan(module, params, target)` walks `@main` in order and emits the steps of
+`sdc.runtime.plan_schema` (docs/artifact.md): each `sdc.fusion` becomes one `launch` of a reference
+kernel group (the region's ops, in order), any other sdc op a launch of its own, and each collective
+(all_reduce, all_gather, ...) a `collective` step. Everything goes on stream 0, so no record/wait.
 
-Every value gets an id with its shape (ints, symbol names, "?")
-and dtype, and each step lists the intermediates whose last use it is, so the runtime frees
-them as it goes. The plan is plain JSON (`Plan.to_json()`); see docs/artifact.md.
+Work that can happen at compile time happens here. `sdc.parameter` and `sdc.constant` make no step:
+their values are weights, stored in the rank's weights file and bound by name at load time; every
+other op whose operands are all weights is evaluated now, by its reference semantics, and its
+result stored as a new weight (the folded weights of sdc-fold-conv-batch-norm, layout casts and
+slices of weights, each rank's block of an all_slice). A weight with a non-row-major layout is
+stored in that physical order (its value records the `layout`; the runtime views it back
+logically). Where the target runs its kernel groups by reference semantics (no Triton backend), the
+planner also chooses the reference kernels: a convolution takes a per-channel add as its bias. It
+marks the ops that may run in place, and puts a `free` step after the last reader of each
+intermediate. The runtime only honours all of this. The plan is plain JSON (`Plan.to_json()`).
 """
 
 from __future__ import annotations
@@ -21,14 +26,16 @@ import numpy as np
 import torch
 
 from sdc import dtypes
-from sdc.diagnostics import SdcError, parse_location
-from sdc.dialect.attrs import AttrError, read_dims
-from sdc.dialect.op_classes import module_mesh, read_attrs, tensor_spec
+from sdc.diagnostics import SdcError
+from sdc.dialect.attrs import AttrError
+from sdc.dialect.ir import (arg_dims, arg_names, entry_function, module_mesh, op_location, read_attrs, result_dims,
+                            result_names, tensor_spec)
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import TensorSpec, is_static
-from sdc.interpreter import arg_dims, arg_names, entry_function
 from sdc.mlir import ir
-from sdc.runtime.format import TARGETS, encode_value, weights_file
+from sdc.runtime.format import COLLECTIVE, COMPUTE_STREAM, FREE, LAUNCH, REFERENCE, encode_value, weights_file
+from sdc.runtime.reference_kernels import FRESH_RESULT, IN_PLACE_OPS
+from sdc.target import DEFAULT_TARGET, get_target
 
 UNKNOWN = "?"
 
@@ -36,19 +43,23 @@ UNKNOWN = "?"
 @dataclass
 class RankPlan:
     rank: int
-    values: dict[str, dict] = field(default_factory=dict)  # id -> {"shape", "dtype"[, "weight"]}
+    values: dict[str, dict] = field(default_factory=dict)  # id -> {"shape", "dtype"[, "weight", "layout"]}
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
-    steps: list[dict] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)  # plan.json v2 steps (sdc.runtime.plan_schema)
     weights: dict[str, torch.Tensor] = field(default_factory=dict)
     coords: dict[str, int] | None = None  # the rank's position on the mesh (partitioned programs)
+    streams: list[str] = field(default_factory=lambda: [COMPUTE_STREAM])
 
     def to_json(self) -> dict:
-        out = {"rank": self.rank, "weights": weights_file(self.rank), "values": self.values,
-               "inputs": self.inputs, "outputs": self.outputs, "steps": self.steps}
+        out = {"rank": self.rank, "weights": weights_file(self.rank), "streams": self.streams,
+               "values": self.values, "inputs": self.inputs, "outputs": self.outputs, "steps": self.steps}
         if self.coords is not None:
             out["coords"] = self.coords
         return out
+
+    def launches(self) -> list[dict]:
+        return [s for s in self.steps if s["kind"] == LAUNCH]
 
 
 @dataclass
@@ -70,10 +81,9 @@ class Plan:
         return out
 
 
-def build_plan(module, params: Mapping[str, Any] | None = None, target: str = "cpu") -> Plan:
+def build_plan(module, params: Mapping[str, Any] | None = None, target: str = DEFAULT_TARGET) -> Plan:
     """Plan the module's entry function for `target`; `params` holds the `sdc.parameter` values."""
-    if target not in TARGETS:
-        raise SdcError(f"unknown target '{target}' (targets: {', '.join(TARGETS)})")
+    get_target(target)
     module_op = module.operation if hasattr(module, "operation") else module
     mesh = module_mesh(module_op) or {}
     world_size = 1
@@ -85,7 +95,7 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = "c
     if mesh and "sdc.partitioned" in module_op.attributes:
         return _build_ranks(module_op, params or {}, target, mesh)
     with module_op.context:
-        builder = _RankBuilder(0, params or {})
+        builder = _RankBuilder(0, params or {}, reference_kernels=not get_target(target).has_triton_backend)
         entry = entry_function(module_op)
         inputs, outputs = builder.walk(entry)
         guards = entry_guards(entry)
@@ -103,10 +113,10 @@ def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: d
     with module_op.context:
         entry = entry_function(module_op)
         for rank in range(mesh.world_size):
-            builder = _RankBuilder(rank, params)
+            builder = _RankBuilder(rank, params, reference_kernels=not get_target(target).has_triton_backend)
             builder.mesh = mesh
             inputs, outputs = builder.walk(entry)
-            R.prune_weights(builder.plan)
+            R.name_blocks(builder.plan)
             builder.plan.coords = mesh.coords(rank)
             plans.append(builder.plan)
         in_shardings = R.io_shardings(entry, "arg_attrs", len(inputs))
@@ -122,16 +132,23 @@ def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: d
 
 
 class _RankBuilder:
-    def __init__(self, rank: int, params: Mapping[str, Any]):
+    """Walks the entry function once for one rank: values, weights (with everything computable from
+    weights alone evaluated now) and the work steps; `finish` then adds what needs the whole program
+    (reference kernel choices, in-place flags, free steps)."""
+
+    def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True):
         self.plan = RankPlan(rank)
         self.params = params
+        self.reference_kernels = reference_kernels  # the target runs the kernel groups by reference semantics
         self.ids: dict[Any, str] = {}  # ir.Value -> value id
-        self.produced_by: dict[str, int] = {}  # intermediate value id -> index of its step
-        self.last_use: dict[str, int] = {}
+        self.work: list[dict] = []  # launch and collective steps, in order (free steps go between them)
         self.param_errors: list[str] = []
         self.constants = 0
         self.logical: dict[str, torch.Tensor] = {}  # parameter values, in their logical order
         self.mesh = None  # the device mesh of a partitioned program (see _build_ranks)
+        self.launch_count = 0
+        self.collective_count = 0
+        self.roots: dict[str, str] = {}  # a weight computed at compile time -> the weight it is named after
 
     # ------------------------------------------------------------ values
 
@@ -155,6 +172,27 @@ class _RankBuilder:
     def _store_weight(self, name: str, tensor: torch.Tensor) -> str:
         self.plan.weights[name] = tensor
         return name
+
+    def _fresh_weight_name(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.plan.weights or name in self.params:
+            name = f"{base}.{n}"
+            n += 1
+        return name
+
+    def _root(self, weight: str) -> str:
+        """The name a weight computed from `weight` is named after: the parameter it comes from."""
+        if weight in self.roots:
+            return self.roots[weight]
+        return weight.rsplit("@", 1)[0] if weight in self.plan.weights and weight not in self.params else weight
+
+    def weight_tensor(self, vid: str | None) -> torch.Tensor | None:
+        """The logical value of a weight value (a view, when it is stored in another layout), or None."""
+        value = self.plan.values.get(vid) if vid is not None else None
+        if value is None or "weight" not in value or value["weight"] not in self.plan.weights:
+            return None
+        t = self.plan.weights[value["weight"]]
+        return t.permute(_inverse(value["layout"])) if value.get("layout") else t
 
     # ------------------------------------------------------------ the walk
 
@@ -182,7 +220,7 @@ class _RankBuilder:
         if returned is None:
             raise SdcError("the entry function has no func.return")
         outputs = self._outputs(fn, returned)
-        self._free_lists()
+        self.finish()
         return inputs, outputs
 
     def _op(self, op) -> None:
@@ -190,50 +228,61 @@ class _RankBuilder:
             self._fusion(op)
             return
         if not op.name.startswith("sdc.") or op.name[4:] not in OPS:
-            raise SdcError(f"{_loc(op) or 'the entry function'}: cannot compile '{op.name}': "
+            raise SdcError(f"{op_location(op) or 'the entry function'}: cannot compile '{op.name}': "
                            "the entry function may hold only sdc ops")
         opdef = OPS[op.name[4:]]
         attrs = self._attrs(opdef, op)
         if opdef.name == "parameter":
             self._parameter(op, attrs["name"], _layout(op))
             return
-        if opdef.name in ("all_slice", "slice") and self.mesh is not None:
-            from sdc.codegen.ranks import fold_weight_op
-
-            if fold_weight_op(self, op, opdef, attrs, _layout(op)):
-                return
         if opdef.name == "constant":
             layout = _layout(op)
             name = self._store_weight(self._constant_name(), _physical(attrs["value"].tensor, layout))
             self._new_value(op.results[0], weight=name, **({"layout": layout} if layout else {}))
             return
-        step_index = len(self.plan.steps)
-        self.plan.steps.append({"kind": "kernel", "id": f"k{step_index}",
-                                "ops": [self._entry(opdef, op, attrs, step_index)], "free": []})
+        if self._fold(op, opdef, attrs):
+            return
+        if opdef.family == "collective" and opdef.name != "all_slice":
+            self._collective(op, opdef, attrs)
+            return
+        self._launch([self._entry(opdef, op, attrs)])
 
     def _attrs(self, opdef, op) -> dict:
         try:
             return read_attrs(opdef, op)
         except AttrError as e:
-            raise SdcError(f"{_loc(op)}: '{op.name}' {e}") from None
+            raise SdcError(f"{op_location(op)}: '{op.name}' {e}") from None
 
-    def _entry(self, opdef, op, attrs: dict, step_index: int) -> dict:
+    def _encode(self, attrs: dict) -> dict:
+        return {k: encode_value(v, lambda d: self._store_weight(self._constant_name(), d.tensor))
+                for k, v in attrs.items()}
+
+    def _entry(self, opdef, op, attrs: dict) -> dict:
         ins = [self.ids[v] for v in op.operands]
-        for vid in ins:
-            self.last_use[vid] = step_index
         outs = [self._new_value(r) for r in op.results]
-        for vid in outs:
-            self.produced_by[vid] = step_index
-        encoded = {k: encode_value(v, lambda d: self._store_weight(self._constant_name(), d.tensor))
-                   for k, v in attrs.items()}
-        entry = {"op": opdef.name, "attrs": encoded, "inputs": ins, "outputs": outs, "loc": _loc(op)}
+        entry = {"op": opdef.name, "attrs": self._encode(attrs), "inputs": ins, "outputs": outs, "loc": op_location(op)}
         if "sdc.reason" in op.attributes:
             entry["reason"] = ir.StringAttr(op.attributes["sdc.reason"]).value
         return entry
 
+    def _launch(self, ops: list[dict]) -> None:
+        """A launch of a reference kernel group; its `inputs`/`outputs` are set by `finish`."""
+        self.work.append({"kind": LAUNCH, "id": f"k{self.launch_count}", "stream": 0, "inputs": [], "outputs": [],
+                          "kernel": {"backend": REFERENCE, "ops": ops}})
+        self.launch_count += 1
+
+    def _collective(self, op, opdef, attrs: dict) -> None:
+        attrs = dict(attrs)
+        axes = list(attrs.pop("mesh_axes"))
+        ins = [self.ids[v] for v in op.operands]
+        outs = [self._new_value(r) for r in op.results]
+        self.work.append({"kind": COLLECTIVE, "id": f"c{self.collective_count}", "stream": 0, "op": opdef.name,
+                          "mesh_axes": axes, "attrs": self._encode(attrs), "inputs": ins, "outputs": outs,
+                          "loc": op_location(op)})
+        self.collective_count += 1
+
     def _fusion(self, op) -> None:
         """One kernel group: the region's ops in order; the fusion's results are the values its yield names."""
-        step_index = len(self.plan.steps)
         entries = []
         for inner in op.regions[0].blocks[0].operations:
             inner = inner.operation
@@ -243,11 +292,67 @@ class _RankBuilder:
                 continue
             if not inner.name.startswith("sdc.") or inner.name[4:] not in OPS or inner.name in (
                     "sdc.parameter", "sdc.constant"):
-                raise SdcError(f"{_loc(inner) or 'a fusion region'}: cannot compile '{inner.name}' inside "
+                raise SdcError(f"{op_location(inner) or 'a fusion region'}: cannot compile '{inner.name}' inside "
                                "'sdc.fusion'")
             opdef = OPS[inner.name[4:]]
-            entries.append(self._entry(opdef, inner, self._attrs(opdef, inner), step_index))
-        self.plan.steps.append({"kind": "kernel", "id": f"k{step_index}", "ops": entries, "free": []})
+            attrs = self._attrs(opdef, inner)
+            if self._fold(inner, opdef, attrs):
+                continue
+            if opdef.family == "collective" and opdef.name != "all_slice":
+                raise SdcError(f"{op_location(inner) or 'a fusion region'}: a collective ('{inner.name}') cannot be part "
+                               "of a kernel group")
+            entries.append(self._entry(opdef, inner, attrs))
+        if entries:
+            self._launch(entries)
+
+    # ------------------------------------------------------------ evaluating weight-only ops now
+
+    def _fold(self, op, opdef, attrs: dict) -> bool:
+        """Compute now an op whose operands are all weights: its results become weights of the rank.
+
+        What one rank holds of an `sdc.all_slice` is its block (sdc/codegen/ranks.py). Any other pure
+        op on weights only runs its reference semantics here, unless its results are not static, it
+        cannot be evaluated without run-time values, or it would store much more than it reads (a
+        broadcast of a scalar to a large tensor stays a run-time op)."""
+        if not op.operands or not opdef.pure:
+            return False
+        if opdef.name == "all_slice":
+            from sdc.codegen.ranks import fold_all_slice
+
+            return fold_all_slice(self, op, attrs, _layout(op))
+        if opdef.family == "collective":
+            return False
+        tensors = [self.weight_tensor(self.ids.get(v)) for v in op.operands]
+        if any(t is None for t in tensors):
+            return False
+        specs = [tensor_spec(r.type) for r in op.results]
+        if not all(all(is_static(d) for d in s.shape) for s in specs):
+            return False
+        produced = sum(_numel(s.shape) for s in specs)
+        if produced > max(FOLD_GROWTH_LIMIT, sum(t.numel() for t in tensors)):
+            return False
+        from sdc.dialect.opdef import RefEnv
+
+        env = RefEnv(mesh=self.mesh.as_dict() if self.mesh is not None else {}, params={},
+                     result_spec=specs[0] if opdef.shape is None and specs else None)
+        try:
+            out = opdef.ref(env, attrs, *tensors)
+        except Exception:  # noqa: BLE001 (an op the reference cannot evaluate now runs at run time)
+            return False
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != len(specs):
+            return False
+        base = self._root(self.plan.values[self.ids[op.operands[0]]]["weight"])
+        layouts = [_result_layout(op, opdef, attrs)] if len(specs) == 1 else [None] * len(specs)
+        for result, t, spec, layout in zip(op.results, outs, specs, layouts):
+            t = t.to(dtypes.to_torch(spec.dtype)).reshape(spec.shape)
+            name = self._fresh_weight_name(_derived_name(base, opdef.name, attrs, layout))
+            self.roots[name] = base
+            self.plan.weights[name] = _physical(t, layout).contiguous()
+            self._new_value(result, weight=name, **({"layout": layout} if layout else {}))
+        return True
+
+    # ------------------------------------------------------------ parameters and outputs
 
     def _parameter(self, op, name: str, layout: list[int] | None = None) -> None:
         declared = tensor_spec(op.results[0].type)
@@ -288,15 +393,7 @@ class _RankBuilder:
         return True
 
     def _outputs(self, fn, returned) -> list[dict]:
-        names = [f"output{i}" for i in range(len(returned))]
-        dims: list[list | None] = [None] * len(returned)
-        if "res_attrs" in fn.attributes:
-            for i, attrs in enumerate(ir.ArrayAttr(fn.attributes["res_attrs"])):
-                attrs = ir.DictAttr(attrs)
-                if "sdc.name" in attrs:
-                    names[i] = ir.StringAttr(attrs["sdc.name"]).value
-                if "sdc.dims" in attrs:
-                    dims[i] = read_dims(attrs["sdc.dims"])
+        names, dims = result_names(fn), result_dims(fn)
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
             raise SdcError(f"two entry outputs are named '{dup}'")
@@ -311,14 +408,102 @@ class _RankBuilder:
             outputs.append({"name": name, "dtype": v["dtype"], "shape": shape})
         return outputs
 
-    def _free_lists(self) -> None:
-        """Free each intermediate after the step of its last use (right after its own step when unused)."""
-        keep = set(self.plan.outputs)
-        for vid, produced in self.produced_by.items():
-            if vid in keep:
+    # ------------------------------------------------------------ what needs the whole program
+
+    def finish(self) -> None:
+        """Choose the reference kernels, mark in-place ops, and lay out the steps with their frees."""
+        if self.reference_kernels:
+            for step in self.work:
+                if step["kind"] == LAUNCH:
+                    self._bias_into_conv(step["kernel"]["ops"])
+        readers = self._readers()
+        for step in self.work:
+            if step["kind"] == LAUNCH:
+                _mark_in_place(step["kernel"]["ops"], readers, self.plan.values, self.plan.outputs)
+        self._lay_out_steps(readers)
+        prune_weights(self.plan)
+
+    def _readers(self) -> dict[str, int]:
+        """How many op operands read each value, a rank output counting as one more reader."""
+        count: dict[str, int] = {}
+        for vid in [*_reads(self.work), *self.plan.outputs]:
+            count[vid] = count.get(vid, 0) + 1
+        return count
+
+    def _bias_into_conv(self, ops: list[dict]) -> None:
+        """A convolution whose only reader adds one weight value per output channel becomes one
+        convolution with that bias: the reference convolution takes a bias, so the result is written once."""
+        readers = self._readers()
+        i = 0
+        while i < len(ops):
+            conv = ops[i]
+            y = conv["outputs"][0] if conv["op"] == "conv" and len(conv["outputs"]) == 1 else None
+            if y is None or len(conv["inputs"]) != 2 or readers.get(y) != 1:
+                i += 1
                 continue
-            last = self.last_use.get(vid, produced)
-            self.plan.steps[last]["free"].append(vid)
+            add = next((e for e in ops[i + 1:] if y in e["inputs"]), None)
+            bias = self._bias(add, y, conv) if add is not None else None
+            if bias is None:
+                i += 1
+                continue
+            conv["inputs"] = [*conv["inputs"], bias]
+            conv["outputs"] = list(add["outputs"])
+            ops.remove(add)
+            del self.plan.values[y]
+            readers = self._readers()
+            i += 1
+
+    def _bias(self, add: dict, y: str, conv: dict) -> str | None:
+        """The value id of a per-channel bias that `add` adds to the convolution result `y`, or None."""
+        if add["op"] != "add" or add["inputs"].count(y) != 1 or len(add["inputs"]) != 2:
+            return None
+        other = add["inputs"][1] if add["inputs"][0] == y else add["inputs"][0]
+        t, w = self.weight_tensor(other), self.weight_tensor(conv["inputs"][1])
+        out = self.plan.values[y]
+        if t is None or w is None or not t.is_floating_point() or t.dtype != w.dtype:
+            return None
+        if self.plan.values[add["outputs"][0]]["shape"] != out["shape"] or out["dtype"] != dtypes.from_torch(t.dtype):
+            return None  # the add broadcasts the convolution's result: not a bias
+        per_channel = _per_channel(t, w.shape[0], w.dim())
+        if per_channel is None:
+            return None
+        base = self._root(self.plan.values[other]["weight"])
+        name = self._fresh_weight_name(f"{base}:bias")
+        self.roots[name] = base
+        self.plan.weights[name] = per_channel.contiguous()
+        vid = f"v{len(self.plan.values)}"
+        while vid in self.plan.values:
+            vid = f"v{int(vid[1:]) + 1}"
+        self.plan.values[vid] = {"shape": [w.shape[0]], "dtype": out["dtype"], "weight": name}
+        return vid
+
+    def _lay_out_steps(self, readers: dict[str, int]) -> None:
+        """The final steps: each launch lists what it reads and writes, and after each step a `free`
+        step drops the intermediates whose last reader it is (an unread result right after its own step)."""
+        produced_by: dict[str, int] = {}
+        last_read: dict[str, int] = {}
+        for i, step in enumerate(self.work):
+            for vid in _step_outputs(step):
+                produced_by[vid] = i
+            for vid in _step_inputs(step):
+                last_read[vid] = i
+        keep = set(self.plan.outputs)
+        frees: dict[int, list[str]] = {}
+        for vid, produced in produced_by.items():
+            if vid not in keep:
+                frees.setdefault(last_read.get(vid, produced), []).append(vid)
+        steps = []
+        for i, step in enumerate(self.work):
+            if step["kind"] == LAUNCH:
+                ops = step["kernel"]["ops"]
+                made = {v for e in ops for v in e["outputs"]}
+                step["inputs"] = _unique(v for e in ops for v in e["inputs"] if v not in made)
+                step["outputs"] = [v for v in _unique(v for e in ops for v in e["outputs"])
+                                   if v in keep or last_read.get(v, i) > i]
+            steps.append(step)
+            if frees.get(i):
+                steps.append({"kind": FREE, "values": frees[i]})
+        self.plan.steps = steps
 
 
 def _layout(op) -> list[int] | None:
@@ -330,13 +515,145 @@ def _layout(op) -> list[int] | None:
     try:
         perm = to_python(OPS["layout_cast"].attrs["layout"], op.attributes["sdc.layout"])
     except AttrError as e:
-        raise SdcError(f"{_loc(op)}: '{op.name}' attribute 'sdc.layout' {e}") from None
+        raise SdcError(f"{op_location(op)}: '{op.name}' attribute 'sdc.layout' {e}") from None
     return None if perm == list(range(len(perm))) else perm
 
 
 def _physical(tensor: torch.Tensor, layout: list[int] | None) -> torch.Tensor:
     """A tensor's data in physical order `layout` (contiguous, with the permuted shape)."""
     return tensor if not layout else tensor.permute(layout).contiguous()
+
+
+FOLD_GROWTH_LIMIT = 1 << 16  # elements a folded op may store beyond what it reads (see _RankBuilder._fold)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return inverse
+
+
+def _unique(items) -> list:
+    return list(dict.fromkeys(items))
+
+
+def _result_layout(op, opdef, attrs: dict) -> list[int] | None:
+    """The physical order a folded op's single result is stored in: a layout_cast's own layout, else
+    the `sdc.layout` the layout pass gave the op (None: row-major)."""
+    if opdef.name == "layout_cast":
+        perm = list(attrs["layout"])
+        return None if perm == list(range(len(perm))) else perm
+    return _layout(op)
+
+
+def _derived_name(base: str, op: str, attrs: dict, layout: list[int] | None) -> str:
+    """A folded weight's name, from the parameter it is computed from: `w@0,2,3,1` (a layout cast),
+    `w[1:0:64]` (a slice: axis:start:end), `w:mul` (any other op), `w:mul@0,2,3,1` (stored in a layout)."""
+    stored = f"@{','.join(map(str, layout))}" if layout else ""
+    if op == "layout_cast":
+        return base + stored
+    if op == "slice":
+        window = ",".join(f"{a}:{s}:{e}" for a, s, e in zip(attrs.get("axes") or [], attrs.get("starts", []),
+                                                            attrs.get("ends", [])))
+        return f"{base}[{window or op}]{stored}"
+    return f"{base}:{op}{stored}"
+
+
+def _per_channel(t: torch.Tensor, channels: int, rank: int) -> torch.Tensor | None:
+    """`t` as one value per channel of an [N, C, spatial...] tensor it is added to, or None."""
+    if t.numel() == 1 and t.dim() <= rank:
+        return t.reshape(1).expand(channels).clone()
+    shape = list(t.shape)
+    if len(shape) == rank:
+        if shape[0] != 1:
+            return None
+        shape = shape[1:]
+    if len(shape) == rank - 1 and shape[0] == channels and all(d == 1 for d in shape[1:]):
+        return t.reshape(channels).clone()
+    return None
+
+
+def _step_inputs(step: dict) -> list[str]:
+    if step["kind"] == LAUNCH:
+        return [v for e in step["kernel"]["ops"] for v in e["inputs"]]
+    return list(step.get("inputs", []))
+
+
+def _step_outputs(step: dict) -> list[str]:
+    if step["kind"] == LAUNCH:
+        return [v for e in step["kernel"]["ops"] for v in e["outputs"]]
+    return list(step.get("outputs", []))
+
+
+def _reads(steps: list[dict]) -> list[str]:
+    """Every operand read of the steps' ops, in order (a value read twice counts twice)."""
+    return [v for step in steps for v in _step_inputs(step)]
+
+
+def _mark_in_place(ops: list[dict], readers: dict[str, int], values: dict[str, dict], outputs: list[str]) -> None:
+    """Mark `"in_place": i` on the ops of one kernel group that may write their result into operand i:
+    a float intermediate of the same group, made by an op whose result is fresh memory, read by
+    nobody else (and not an output)."""
+    fresh: set[str] = set()  # values this group made into memory nobody else holds
+    returned = set(outputs)
+    for entry in ops:
+        choice = _in_place_operand(entry, fresh, readers, values, returned)
+        if choice is not None:
+            entry["in_place"] = choice
+        if len(entry["outputs"]) == 1 and entry["op"] in FRESH_RESULT:
+            fresh.add(entry["outputs"][0])
+
+
+def _in_place_operand(entry: dict, fresh: set[str], readers: dict[str, int], values: dict[str, dict],
+                      returned: set[str]) -> int | None:
+    allowed = IN_PLACE_OPS.get(entry["op"], ())
+    ins = entry["inputs"]
+    if not allowed or len(entry["outputs"]) != 1 or len(ins) != (2 if entry["op"] in ("add", "sub", "mul", "div")
+                                                                  else 1):
+        return None
+    result = values[entry["outputs"][0]]
+    for i in allowed:
+        vid = ins[i]
+        v = values[vid]
+        if (vid in fresh and readers.get(vid, 0) == 1 and vid not in returned and ins.count(vid) == 1
+                and dtypes.is_float(v["dtype"]) and v["dtype"] == result["dtype"] and v["shape"] == result["shape"]
+                and UNKNOWN not in v["shape"]):
+            return i
+    return None
+
+
+def prune_weights(plan: RankPlan) -> None:
+    """Drop weight values nothing reads (weights only folded ops read: a parameter the plan
+    evaluated into a new weight, a whole weight a rank holds a block of), then their tensors."""
+    read = set(plan.outputs) | set(_reads(plan.steps))
+    attr_weights: set[str] = set()
+    for step in plan.steps:
+        for entry in step["kernel"]["ops"] if step["kind"] == LAUNCH else [step]:
+            _collect_weights(entry.get("attrs", {}), attr_weights)
+    for vid in [vid for vid, v in plan.values.items() if "weight" in v and vid not in read]:
+        del plan.values[vid]
+    used = {v["weight"] for v in plan.values.values() if "weight" in v} | attr_weights
+    for name in [n for n in plan.weights if n not in used]:
+        del plan.weights[name]
+
+
+def _collect_weights(value: Any, out: set[str]) -> None:
+    if isinstance(value, dict):
+        if set(value) == {"weight"} and isinstance(value["weight"], str):
+            out.add(value["weight"])
+        for v in value.values():
+            _collect_weights(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _collect_weights(v, out)
 
 
 def entry_guards(fn) -> list[dict]:
@@ -351,9 +668,3 @@ def entry_guards(fn) -> list[dict]:
             raise SdcError(f"the entry function's 'sdc.guards' holds {g}, not #sdc.guard<\"condition\", \"message\">")
         out.append({"condition": ir.StringAttr(_down(g.condition)).value, "message": ir.StringAttr(_down(g.message)).value})
     return out
-
-
-def _loc(op) -> str:
-    """An op's source location for plan.json: the node name, else FILE:LINE:COL, else ""."""
-    loc, label = parse_location(str(op.location))
-    return label or (str(loc) if loc else "")

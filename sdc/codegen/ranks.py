@@ -1,9 +1,9 @@
 """Planning a partitioned program (sdc-spmd-partition's output) for every rank of its mesh.
 
 Every rank runs the same steps; what differs is its weights. `sdc.all_slice` of a weight (a
-parameter or constant, or an all_slice of one) is done here, once per rank: the rank's block
-becomes a weight of that rank's file, and the whole weight is dropped from it when nothing else
-reads it. A block keeps its weight's name when it is the only block of that weight the rank
+parameter or constant, or anything the planner computed from weights alone) is done here, once per
+rank: the rank's block becomes a weight of that rank's file, and the whole weight is dropped from it
+when nothing else reads it. A block keeps its weight's name when it is the only block of that weight the rank
 holds, else `NAME[DIM:BLOCK/COUNT]`.
 
 The manifest describes the global program: its inputs and outputs are the whole tensors, with
@@ -15,8 +15,6 @@ and assemble the outputs.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sdc.diagnostics import SdcError
 from sdc.dialect.mesh import Mesh, Sharding, local_dim, to_json
 from sdc.mlir import ir
@@ -26,17 +24,12 @@ SHARDING = "sdc.sharding"
 
 def fold_all_slice(builder, op, attrs: dict, layout: list[int] | None) -> bool:
     """Slice a weight for the builder's rank; False when the operand is not a weight."""
-    mesh: Mesh | None = getattr(builder, "mesh", None)
+    mesh: Mesh | None = builder.mesh
     vid = builder.ids.get(op.operands[0])
-    value = builder.plan.values.get(vid) if vid is not None else None
-    if mesh is None or value is None or "weight" not in value or value["weight"] not in builder.plan.weights:
+    tensor = builder.weight_tensor(vid)
+    if mesh is None or tensor is None:
         return False
-    tensor = builder.plan.weights[value["weight"]]
-    if value.get("layout"):
-        inverse = [0] * len(value["layout"])
-        for i, p in enumerate(value["layout"]):
-            inverse[p] = i
-        tensor = tensor.permute(inverse)
+    value = builder.plan.values[vid]
     axes, axis = list(attrs["mesh_axes"]), attrs["axis"] % tensor.dim()
     n = mesh.size(axes)
     if tensor.shape[axis] % n:
@@ -53,55 +46,9 @@ def fold_all_slice(builder, op, attrs: dict, layout: list[int] | None) -> bool:
     return True
 
 
-def fold_weight_op(builder, op, opdef, attrs: dict, layout: list[int] | None) -> bool:
-    """Compute now an op whose operands are all weights (an `sdc.all_slice` for this rank, or an
-    `sdc.slice`): its result is a weight of the rank. False when an operand is not a weight."""
-    if opdef.name == "all_slice":
-        return fold_all_slice(builder, op, attrs, layout)
-    mesh: Mesh | None = getattr(builder, "mesh", None)
-    if mesh is None or not op.operands:
-        return False
-    tensors, names = [], []
-    for operand in op.operands:
-        vid = builder.ids.get(operand)
-        value = builder.plan.values.get(vid) if vid is not None else None
-        if value is None or "weight" not in value or value["weight"] not in builder.plan.weights:
-            return False
-        t = builder.plan.weights[value["weight"]]
-        if value.get("layout"):
-            inverse = [0] * len(value["layout"])
-            for i, p in enumerate(value["layout"]):
-                inverse[p] = i
-            t = t.permute(inverse)
-        tensors.append(t)
-        names.append(value["weight"])
-    from sdc.dialect.opdef import RefEnv
-
-    out = opdef.ref(RefEnv(mesh=mesh.as_dict()), attrs, *tensors)
-    if layout:
-        out = out.permute(layout)
-    window = ",".join(f"{a}:{s}:{e}" for a, s, e in zip(attrs.get("axes") or [], attrs.get("starts", []),
-                                                        attrs.get("ends", [])))
-    name = f"{names[0]}[{window or opdef.name}]"
-    builder.plan.weights[name] = out.contiguous()
-    builder._new_value(op.results[0], weight=name, **({"layout": layout} if layout else {}))
-    return True
-
-
-def prune_weights(plan) -> None:
-    """Drop weight values nothing reads (the whole weights that were sliced), then their tensors, and
-    give each remaining block its weight's name where that is unambiguous."""
-    read = set(plan.outputs)
-    attr_weights: set[str] = set()
-    for step in plan.steps:
-        for entry in step.get("ops", []):
-            read.update(entry.get("inputs", []))
-            _collect_weights(entry.get("attrs", {}), attr_weights)
-    for vid in [vid for vid, v in plan.values.items() if "weight" in v and vid not in read]:
-        del plan.values[vid]
-    used = {v["weight"] for v in plan.values.values() if "weight" in v} | attr_weights
-    for name in [n for n in plan.weights if n not in used]:
-        del plan.weights[name]
+def name_blocks(plan) -> None:
+    """Give each weight block its weight's name where that is unambiguous: a rank holding one block
+    of `w` (and not `w` itself, which prune_weights dropped when nothing reads it) calls it `w`."""
     blocks: dict[str, list[str]] = {}
     for name in plan.weights:
         if name.endswith("]") and "[" in name:
@@ -112,17 +59,6 @@ def prune_weights(plan) -> None:
     for v in plan.values.values():
         if v.get("weight") in renames:
             v["weight"] = renames[v["weight"]]
-
-
-def _collect_weights(value: Any, out: set[str]) -> None:
-    if isinstance(value, dict):
-        if set(value) == {"weight"} and isinstance(value["weight"], str):
-            out.add(value["weight"])
-        for v in value.values():
-            _collect_weights(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _collect_weights(v, out)
 
 
 def io_shardings(fn, key: str, count: int) -> list[Sharding] | None:

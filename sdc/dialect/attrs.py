@@ -13,15 +13,20 @@ Textual forms (settled here, used by later passes):
 # of the attribute classes below as live objects.
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from sdc import dtypes
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import AttrSpec
+from sdc.lazy import lazy_import
 from sdc.mlir import ext, ir
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")  # read only for dense constants (see sdc.lazy)
 
 
 class Sdc(ext.Dialect, name="sdc"):
@@ -172,14 +177,14 @@ def _read_dense(attr) -> DenseValue:
     # view: the bindings give ui64 as numpy's ulonglong, an equal dtype torch does not take.
     # np.asarray(order="C"), not np.ascontiguousarray: that one turns a rank-0 value into rank 1.
     array = np.asarray(array.astype(np_dtype, copy=False), order="C").view(np_dtype)
-    return DenseValue(torch.from_numpy(array).clone(), elem)
+    return DenseValue(array, elem)  # numpy: verifying IR with constants needs no torch
 
 
 _HEX_BLOB = re.compile(r'dense<"0x([0-9A-Fa-f]*)">')
 _ELEMENT = re.compile(r"0x[0-9A-Fa-f]+|[-+]?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
 
 
-def _bf16_elements(attr) -> torch.Tensor:
+def _bf16_elements(attr) -> "torch.Tensor":
     """The elements of a non-splat bf16 dense attribute, flat.
 
     The bindings convert no bf16 element to Python (neither indexing nor the buffer protocol),
@@ -203,11 +208,11 @@ def _bf16_elements(attr) -> torch.Tensor:
 
 def dense_attr(value: DenseValue) -> ir.DenseElementsAttr:
     ttype = ir.RankedTensorType.get(list(value.shape), element_type(value.dtype_name))
-    t = value.tensor
     if value.dtype_name == "bf16":
-        raw = t.contiguous().view(torch.int16).numpy()
+        raw = value.tensor.contiguous().view(torch.int16).numpy()
         return ir.DenseElementsAttr.get(raw, type=ttype)
-    array = np.ascontiguousarray(t.numpy())
+    data = value.data
+    array = np.ascontiguousarray(data if isinstance(data, np.ndarray) else data.numpy())
     if array.dtype == np.bool_:
         array = array.astype(np.uint8) if array.size != 1 else array
         return ir.DenseElementsAttr.get(np.ascontiguousarray(array).astype(np.bool_), type=ttype)

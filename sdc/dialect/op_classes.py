@@ -17,25 +17,16 @@ from sdc import dtypes
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError, Sdc
 from sdc.dialect.dense import DenseValue
+from sdc.dialect.ir import module_mesh, read_attrs, tensor_spec, tensor_type
 from sdc.dialect.opdef import OPS, OpDef, all_ops
-from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec, is_static
+from sdc.dialect.shapes import ShapeContext, ShapeError, TensorSpec, is_static
 from sdc.mlir import ext, ir
 from sdc.dialect.structure import STRUCTURE_OPS, report, verify_structure  # defines sdc.fusion and sdc.yield
 
-# ---------------------------------------------------------------- types <-> specs
+# ---------------------------------------------------------------- types and attributes
 
-
-def tensor_spec(t: ir.Type) -> TensorSpec:
-    """A ranked tensor type as a plain TensorSpec (dynamic dims as DYN)."""
-    rt = ir.RankedTensorType(t)
-    shape = tuple(DYN if rt.is_dynamic_dim(i) else rt.get_dim_size(i) for i in range(rt.rank))
-    return TensorSpec(shape, str(rt.element_type))
-
-
-def tensor_type(spec: TensorSpec) -> ir.RankedTensorType:
-    dyn = ir.ShapedType.get_dynamic_size()
-    shape = [d if is_static(d) else dyn for d in spec.shape]
-    return ir.RankedTensorType.get(shape, A.element_type(spec.dtype))
+# tensor_spec, tensor_type, read_attrs, op_attributes, module_mesh and shard_counts live in
+# sdc/dialect/ir.py (with the other IR accessors); the verifier and the builders use them from there.
 
 
 def _spec_or_error(t: ir.Type, what: str) -> TensorSpec:
@@ -47,68 +38,6 @@ def _spec_or_error(t: ir.Type, what: str) -> TensorSpec:
         raise ShapeError(f"{what} has unsupported element type {spec.dtype} "
                          f"(supported: {', '.join(dtypes.ELEMENT_TYPES)})")
     return spec
-
-
-# ---------------------------------------------------------------- attributes
-
-
-def read_attrs(opdef: OpDef, op) -> dict:
-    """The op's attributes as plain values, defaults filled in. Raises AttrError."""
-    present = op_attributes(op)
-    values = {}
-    for key in present:
-        if key not in opdef.attrs and "." not in key:
-            expected = ", ".join(f"'{k}'" for k in opdef.attrs) or "none"
-            raise AttrError(f"has unknown attribute '{key}' (known: {expected})")
-    for key, spec in opdef.attrs.items():
-        if key not in present:
-            if spec.required:
-                raise AttrError(f"requires attribute '{key}'")
-            values[key] = spec.default
-            continue
-        try:
-            values[key] = A.to_python(spec, present[key])
-        except AttrError as e:
-            raise AttrError(f"attribute '{key}' {e}") from None
-    return values
-
-
-def op_attributes(op) -> dict[str, ir.Attribute]:
-    attributes = op.attributes
-    named = (attributes[i] for i in range(len(attributes)))
-    return {na.name: na.attr for na in named}
-
-
-def module_mesh(op) -> dict[str, int] | None:
-    """The device mesh of the module enclosing `op` (its `sdc.mesh` attribute), if any."""
-    cur = op.operation if hasattr(op, "operation") else op
-    while cur is not None:
-        if cur.name == "builtin.module" and "sdc.mesh" in cur.attributes:
-            return A.read_mesh(cur.attributes["sdc.mesh"])
-        if not cur.attached:  # a parsed top-level op: asking for its parent raises
-            return None
-        parent = cur.parent
-        cur = parent.operation if parent is not None and hasattr(parent, "operation") else parent
-    return None
-
-
-def shard_counts(fn, arg_attrs, rank: int) -> list[int]:
-    """How many blocks each dim of an entry argument is split into: its `sdc.sharding` attribute
-    (in `arg_attrs`, a DictAttr) over the enclosing module's mesh; 1 per dim when unsharded."""
-    if "sdc.sharding" not in arg_attrs:
-        return [1] * rank
-    try:
-        per_dim, _ = A.read_sharding(arg_attrs["sdc.sharding"])
-    except AttrError:
-        return [1] * rank
-    mesh = module_mesh(fn) or {}
-    out = []
-    for d in range(rank):
-        n = 1
-        for axis in per_dim[d] if d < len(per_dim) else []:
-            n *= mesh.get(axis, 1)
-        out.append(n)
-    return out
 
 
 class VerifyContext(ShapeContext):

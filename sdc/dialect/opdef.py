@@ -10,7 +10,7 @@ the same reference semantics on a machine without the bindings.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from sdc.dialect.shapes import ShapeContext, TensorSpec
 
@@ -53,11 +53,18 @@ class RefEnv:
     `symbols` binds symbolic dim names (from the entry function's argument
     shapes) to their run-time values; `comm` runs collectives (None: a world
     of one device, where every collective over a group of size 1 is identity).
+    `params` holds the values of `sdc.parameter`s by name (the interpreter's;
+    a compiled plan binds its weights at load time instead). `result_spec` is
+    the declared result type of the op about to run, for the ops whose result
+    type is declared rather than inferred (`OpDef.shape is None`: `sdc.recv`
+    allocates it); whoever runs such an op sets it first.
     """
 
     symbols: dict[str, int] = field(default_factory=dict)
     comm: Any = None
     mesh: dict[str, int] = field(default_factory=dict)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    result_spec: TensorSpec | None = None
 
     def dim(self, d) -> int:
         """A `shape` attribute entry's value: ints as they are, names and expressions evaluated."""

@@ -172,6 +172,25 @@ class ShapeContext:
         return norm
 
 
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """Numpy broadcasting of concrete shapes, for reference functions at run time.
+
+    Not `torch.broadcast_shapes`: its first call imports torch.fx's symbolic-shapes machinery
+    (0.5-1 s, inside the first call of an executable). Raises ValueError if they do not broadcast.
+    """
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for shape in shapes:
+        for i, d in enumerate(shape, rank - len(shape)):
+            d = int(d)
+            if d == 1 or d == out[i]:
+                continue
+            if out[i] != 1:
+                raise ValueError(f"shapes {' and '.join(str(list(s)) for s in shapes)} do not broadcast")
+            out[i] = d
+    return tuple(out)
+
+
 def _fmt_shapes(shapes, names) -> str:
     parts = []
     for i, s in enumerate(shapes):

@@ -7,7 +7,10 @@
 The importer is a few parts with one job each: `ImportConfig`; `load_model` (bytes, files and
 external data, with the directory confinement rules); `GraphIndex`, a read-only view of the
 graph that finds dangling references and cycles; and `NodeImporter` (sdc/frontend/onnx_ops.py),
-one method per ONNX op. Unsupported ops are reported together, before anything is emitted.
+one method per ONNX op, emitting through the frontend-neutral `Builder` (sdc/frontend/builder.py).
+The tables they share live in sdc/frontend/onnx_common.py. Unsupported ops are reported
+together, before anything is emitted. `OnnxFrontend` is this importer as the `onnx` entry of
+`sdc.frontend.FRONTENDS`.
 """
 
 from __future__ import annotations
@@ -20,37 +23,22 @@ from typing import Any
 import numpy as np
 import onnx
 import sympy
-import torch
 from onnx import numpy_helper
 
 from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
-from sdc.dialect import op_classes as D
-from sdc.dialect.shapes import ShapeError, TensorSpec
-from sdc.frontend.values import V, Builder, const_value, ir_shape, is_int, symbol_name
-from sdc.mlir import MLIRError, func, ir
 from sdc.dialect.op_classes import new_context
+from sdc.dialect.shapes import DYN, ShapeError
+from sdc.dialect.symexpr import SymExprError, to_text
+from sdc.frontend.base import Imported, InputShapes, mesh_dict
+from sdc.frontend.builder import Builder, CompileTimeValueError
+from sdc.frontend.onnx_common import DEFAULT_DOMAINS, ONNX_DTYPES, tensor_value
+from sdc.frontend.onnx_ops import NodeImporter
+from sdc.frontend.onnx_sharding import annotate, import_shard_node, is_shard_node, node_specs
+from sdc.frontend.values import V, is_int, symbol_name
+from sdc.mlir import MLIRError, func, ir
 
-# ONNX TensorProto element types -> sdc element types
-ONNX_DTYPES: dict[int, str] = {
-    onnx.TensorProto.FLOAT: "f32",
-    onnx.TensorProto.FLOAT16: "f16",
-    onnx.TensorProto.BFLOAT16: "bf16",
-    onnx.TensorProto.DOUBLE: "f64",
-    onnx.TensorProto.BOOL: "i1",
-    onnx.TensorProto.INT8: "i8",
-    onnx.TensorProto.INT16: "i16",
-    onnx.TensorProto.INT32: "i32",
-    onnx.TensorProto.INT64: "i64",
-    onnx.TensorProto.UINT8: "ui8",
-    onnx.TensorProto.UINT16: "ui16",
-    onnx.TensorProto.UINT32: "ui32",
-    onnx.TensorProto.UINT64: "ui64",
-}
-SDC_TO_ONNX = {v: k for k, v in ONNX_DTYPES.items()}
-DEFAULT_DOMAINS = ("", "ai.onnx")
-
-from sdc.frontend.onnx_sharding import annotate, import_shard_node, is_shard_node, node_specs  # noqa: E402
+__all__ = ["ImportConfig", "ImportedModel", "OnnxFrontend", "ValueNeededError", "import_onnx", "load_model"]
 
 
 @dataclass(frozen=True)
@@ -260,8 +248,6 @@ def model_opset(model: onnx.ModelProto) -> int:
 
 def check_supported(model: onnx.ModelProto, index: GraphIndex) -> None:
     """One error listing every unsupported (op_type, opset, node) in the model."""
-    from sdc.frontend.onnx_ops import NodeImporter
-
     opset = model_opset(model)
     missing = []
     for i, node in enumerate(index.graph.node):
@@ -296,11 +282,13 @@ def import_onnx(model, input_shapes: dict[str, list] | None = None, config: Impo
 
 
 class _Importer:
+    """One import: the entry function's signature from the graph's inputs, then each node in
+    topological order through the NodeImporter, then the results."""
+
     def __init__(self, model, index: GraphIndex, config: ImportConfig, ctx, source: str):
         self.model, self.index, self.config, self.ctx, self.source = model, index, config, ctx, source
         self.params: dict[str, Any] = {}
         self.values: dict[str, V] = {}
-        self.fresh = 0
         self._current_name = "const"
         self.builder = Builder(self.params, self._param_name)
 
@@ -308,13 +296,14 @@ class _Importer:
         return symbol_name(self._current_name) if self._current_name else "const"
 
     def run(self) -> ImportedModel:
-        file_loc = ir.Location.file(Path(self.source).name, 0, 0)
+        file_name = Path(self.source).name
+        file_loc = ir.Location.file(file_name, 0, 0)
         with ir.Location.unknown():
             module = ir.Module.create(file_loc)
         arg_types, arg_attrs = [], []
         for inp in self.index.inputs:
             dtype, sym = self._input_signature(inp)
-            arg_types.append(D.tensor_type(TensorSpec(ir_shape(sym), dtype)))
+            arg_types.append(self.builder.tensor_type(sym, dtype))
             dims = [d if is_int(d) else str(d) for d in sym]
             arg_attrs.append(ir.DictAttr.get({"sdc.name": ir.StringAttr.get(inp.name), "sdc.dims": A.dims(dims)}))
             self.values[inp.name] = V(dtype, sym)
@@ -326,40 +315,10 @@ class _Importer:
             self.values[inp.name].value = arg
         for name, tensor in self.index.initializers.items():
             self.values[name] = self._initializer(tensor)
-        from sdc.frontend.onnx_ops import CompileTimeValueError, NodeImporter
-
-        importer = NodeImporter(self, model_opset(self.model))
+        importer = NodeImporter(self.builder, self.values, model_opset(self.model))
         with ir.InsertionPoint(block):
             for i in self.index.order:
-                node = self.index.graph.node[i]
-                label = self.index.node_names[i]
-                self._current_name = node.output[0] if node.output else label
-                loc = ir.Location.name(label, childLoc=ir.Location.file(Path(self.source).name, i + 1, 0))
-                self.builder.loc = loc
-                with loc:
-                    try:
-                        inputs = [self.values[n] if n else None for n in node.input]
-                        specs = node_specs(node)
-                        if specs:
-                            inputs = [annotate(self.builder, v, specs.get(n), self.config.mesh, label) if v else v
-                                      for n, v in zip(node.input, inputs)]
-                        if is_shard_node(node):
-                            outs = import_shard_node(self.builder, node, inputs, label)
-                        else:
-                            outs = importer.import_node(node, inputs)
-                        if specs:
-                            outs = [annotate(self.builder, v, specs.get(n), self.config.mesh, label)
-                                    for n, v in zip(node.output, outs)]
-                    except CompileTimeValueError as e:
-                        raise ValueNeededError(f"node '{label}' ({node.op_type}): {e}") from None
-                    except (ShapeError, ValueError) as e:
-                        raise SdcError(f"node '{label}' ({node.op_type}): {e}") from None
-                    except MLIRError as e:
-                        detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
-                        raise SdcError(f"node '{label}' ({node.op_type}): {detail}") from None
-                for name, v in zip(node.output, outs):
-                    if name:
-                        self.values[name] = v
+                self._import_node(importer, i, file_name)
             results, result_attrs = [], []
             self.builder.loc = file_loc
             for out in self.index.outputs:
@@ -383,6 +342,36 @@ class _Importer:
             raise SdcError(f"imported IR does not verify: {detail}") from None
         return ImportedModel(op, self.ctx, self.params, [i.name for i in self.index.inputs],
                              [o.name for o in self.index.outputs], self.source)
+
+    def _import_node(self, importer: NodeImporter, i: int, file_name: str) -> None:
+        """Node i at `loc("<node name>"("<file>":<i + 1>:0))`, its errors naming the node."""
+        node = self.index.graph.node[i]
+        label = self.index.node_names[i]
+        self._current_name = node.output[0] if node.output else label
+        with self.builder.at(Builder.location(label, file_name, i + 1)):
+            try:
+                inputs = [self.values[n] if n else None for n in node.input]
+                specs = node_specs(node)
+                if specs:
+                    inputs = [annotate(self.builder, v, specs.get(n), self.config.mesh, label) if v else v
+                              for n, v in zip(node.input, inputs)]
+                if is_shard_node(node):
+                    outs = import_shard_node(self.builder, node, inputs, label)
+                else:
+                    outs = importer.import_node(node, inputs)
+                if specs:
+                    outs = [annotate(self.builder, v, specs.get(n), self.config.mesh, label)
+                            for n, v in zip(node.output, outs)]
+            except CompileTimeValueError as e:
+                raise ValueNeededError(f"node '{label}' ({node.op_type}): {e}") from None
+            except (ShapeError, ValueError) as e:
+                raise SdcError(f"node '{label}' ({node.op_type}): {e}") from None
+            except MLIRError as e:
+                detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
+                raise SdcError(f"node '{label}' ({node.op_type}): {detail}") from None
+        for name, v in zip(node.output, outs):
+            if name:
+                self.values[name] = v
 
     def _input_signature(self, inp: onnx.ValueInfoProto) -> tuple[str, tuple]:
         ttype = inp.type.tensor_type
@@ -423,9 +412,6 @@ class _Importer:
 
 def _dims_text(sym) -> list | None:
     """A value's symbolic dims for `sdc.dims` (None when a dim is unknown or inexpressible)."""
-    from sdc.dialect.shapes import DYN
-    from sdc.dialect.symexpr import SymExprError, to_text
-
     out = []
     for d in sym:
         if d is DYN:
@@ -437,15 +423,22 @@ def _dims_text(sym) -> list | None:
     return out
 
 
-def tensor_value(tensor: onnx.TensorProto, what: str) -> V:
-    if tensor.data_type not in ONNX_DTYPES:
-        name = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type else "undefined"
-        raise SdcError(f"{what} has unsupported element type {name}")
-    try:
-        array = numpy_helper.to_array(tensor)
-    except Exception as e:
-        raise SdcError(f"{what} cannot be read: {e}") from None
-    if ONNX_DTYPES[tensor.data_type] == "bf16":
-        t = torch.from_numpy(np.asarray(array, dtype=np.float32)).to(torch.bfloat16)
-        return V("bf16", tuple(t.shape), torch_const=t)
-    return const_value(np.asarray(array))
+class OnnxFrontend:
+    """The `onnx` frontend: an ONNX file or `onnx.ModelProto`, weights included."""
+
+    name = "onnx"
+
+    def import_model(self, model: Any, *, input_shapes: InputShapes | None = None,
+                     params_file: str | os.PathLike | None = None, mesh: Any = None) -> Imported:
+        """Dims lists in `input_shapes` shape the inputs here; symbol values and ranges are kept in
+        the options for the shape pass."""
+        if params_file is not None:
+            raise SdcError("parameter files apply to .mlir models; an ONNX model carries its own weights")
+        source = Path(model).name if isinstance(model, (str, os.PathLike)) else f"<{type(model).__name__}>"
+        dims = {k: list(v) for k, v in (input_shapes or {}).items() if not isinstance(v, (str, int))}
+        imported = import_onnx(str(model) if isinstance(model, os.PathLike) else model, dims or None,
+                               mesh=mesh_dict(mesh))
+        shapes = ({k: v if isinstance(v, (str, int)) else list(v) for k, v in input_shapes.items()}
+                  if input_shapes else None)
+        return Imported(imported.module, dict(imported.params),
+                        {"source": source, "frontend": self.name, "input_shapes": shapes})

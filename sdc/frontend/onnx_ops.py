@@ -1,99 +1,40 @@
 """ONNX node importer: one method per ONNX op, `op_<OpType>`, each emitting sdc ops.
 
 Methods get the node and its input values (`V`, None for an omitted optional input) and
-return the output values. Attribute and input conventions that changed across opsets (axes
+return the output values; they emit through `self.b`, the frontend-neutral `Builder`
+(sdc/frontend/builder.py). Attribute and input conventions that changed across opsets (axes
 as attribute or input, Slice/Pad/Clip/Split arguments) are handled in the method.
 """
 
 from __future__ import annotations
 
 import math
-import operator
-from typing import Callable
 
 import numpy as np
 import onnx
 import sympy
-from onnx import helper
+import torch
 
 from sdc import dtypes
-from sdc.dialect.shapes import DYN, ShapeError, TensorSpec
-from sdc.frontend.values import V, const_value, is_int, sym_int
+from sdc.dialect.shapes import DYN, ShapeError
+from sdc.frontend.builder import Builder, CompileTimeValueError
+from sdc.frontend.onnx_common import (AXES_INPUT_SINCE, BINARY, INT64_MAX, ONNX_DTYPES, REDUCE, SYM_BINARY, UNARY,
+                                      VARIADIC, node_attrs, sym_eq, tensor_value)
+from sdc.frontend.onnx_ops_indexing import IndexingOps
+from sdc.frontend.onnx_ops_nn import NNOps
+from sdc.frontend.values import V, const_value, is_int, sym_int, torch_value
 
-INT64_MAX = 2**63 - 1
-
-
-class CompileTimeValueError(ShapeError):
-    """An op argument that sdc needs at compile time (a shape, axes, a count) is a run-time value."""
-
-
-def node_attrs(node: onnx.NodeProto) -> dict:
-    out = {}
-    for a in node.attribute:
-        value = helper.get_attribute_value(a)
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        elif isinstance(value, list) and value and isinstance(value[0], bytes):
-            value = [v.decode("utf-8", "replace") for v in value]
-        out[a.name] = value
-    return out
-
-
-def _sym_binary(fn):
-    return np.frompyfunc(lambda a, b: sym_int(fn(a, b)), 2, 1)
-
-
-def _floordiv(a, b):
-    if is_int(a) and is_int(b):
-        return int(a / b) if (a < 0) != (b < 0) else a // b  # ONNX integer Div truncates
-    return sympy.floor(a / b)
-
-
-def _sym_eq(a, b):
-    return bool(sympy.simplify(a - b) == 0) if not (is_int(a) and is_int(b)) else a == b
-
-
-SYM_BINARY: dict[str, Callable] = {
-    "Add": _sym_binary(operator.add),
-    "Sub": _sym_binary(operator.sub),
-    "Mul": _sym_binary(operator.mul),
-    "Div": _sym_binary(_floordiv),
-    "Mod": _sym_binary(lambda a, b: sympy.Mod(a, b)),
-    "Max": _sym_binary(lambda a, b: sympy.Max(a, b)),
-    "Min": _sym_binary(lambda a, b: sympy.Min(a, b)),
-}
-
-UNARY = {
-    "Neg": "neg", "Abs": "abs", "Sign": "sign", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
-    "Reciprocal": "reciprocal", "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Sin": "sin",
-    "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh",
-    "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh", "Floor": "floor",
-    "Ceil": "ceil", "Round": "round", "Relu": "relu", "Softplus": "softplus", "Softsign": "softsign",
-    "Mish": "mish", "Not": "not", "IsNaN": "isnan", "BitwiseNot": "bitwise_not", "HardSwish": "hard_swish",
-}
-BINARY = {
-    "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Equal": "eq", "Less": "lt",
-    "LessOrEqual": "le", "Greater": "gt", "GreaterOrEqual": "ge", "And": "and", "Or": "or",
-    "Xor": "xor", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor",
-}
-VARIADIC = {"Sum": "add", "Max": "max", "Min": "min"}
-REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": "reduce_max",
-          "ReduceMin": "reduce_min", "ReduceProd": "reduce_prod"}
-# Reductions whose axes became an input at opset 18 (ReduceSum at 13).
-AXES_INPUT_SINCE = {"ReduceSum": 13}
-
-
-from sdc.frontend.onnx_ops_indexing import IndexingOps  # noqa: E402
-from sdc.frontend.onnx_ops_nn import NNOps  # noqa: E402
+__all__ = ["CompileTimeValueError", "NodeImporter"]
 
 
 class NodeImporter(IndexingOps, NNOps):
-    """Dispatches on op_type. Op groups live in mixins (onnx_ops_indexing.py, onnx_ops_nn.py)
-    that use the helpers below."""
+    """Dispatches on op_type to `op_<OpType>` (here and in the mixins onnx_ops_indexing.py and
+    onnx_ops_nn.py) or to the one-op tables of onnx_common. Ops are emitted through `self.b`, the
+    frontend-neutral `Builder`; what stays here is ONNX's own conventions."""
 
-    def __init__(self, importer, opset: int):
-        self.importer = importer
-        self.b = importer.builder
+    def __init__(self, builder: Builder, values: dict[str, V], opset: int):
+        self.b = builder
+        self.values = values  # the graph's values by name (subgraphs read the enclosing graph's)
         self.opset = opset
 
     @classmethod
@@ -108,7 +49,7 @@ class NodeImporter(IndexingOps, NNOps):
         if method is not None:
             outs = method(node, inputs, attrs)
         elif op in UNARY:
-            outs = self.b.emit(UNARY[op], [inputs[0]])
+            outs = self.b.emit_all(UNARY[op], [inputs[0]])
         elif op in BINARY:
             outs = [self.binary(op, inputs[0], inputs[1])]
         elif op in VARIADIC:
@@ -121,83 +62,30 @@ class NodeImporter(IndexingOps, NNOps):
 
     # ---------------------------------------------------------------- helpers
 
-    def emit(self, name: str, inputs: list[V], **attrs) -> V:
-        return self.b.emit1(name, inputs, attrs)
-
-    def known_ints(self, v: V | None, what: str) -> list:
-        """A compile-time int vector (entries may be symbolic dims)."""
-        if v is None:
-            return []
-        if not v.known:
-            raise CompileTimeValueError(f"{what} must be known at compile time (it is computed at run time here)")
-        return v.ints()
-
-    def static_ints(self, v: V | None, what: str) -> list[int]:
-        values = self.known_ints(v, what)
-        if not all(is_int(x) for x in values):
-            raise ShapeError(f"{what} must be static, found {values}")
-        return values
-
-    def scalar(self, v: V | None, what: str, default=None):
-        if v is None:
-            return default
-        if not v.is_const:
-            raise CompileTimeValueError(f"{what} must be a compile-time constant")
-        return np.asarray(v.as_torch().float().numpy() if v.dtype == "bf16" else v.const).reshape(-1)[0].item()
-
-    def const(self, array, dtype: str | None = None) -> V:
-        array = np.asarray(array)
-        if dtype:
-            array = array.astype(dtypes.to_numpy(dtype))
-        return const_value(array)
-
-    def scalar_like(self, value, like: V) -> V:
-        if like.dtype == "bf16":
-            import torch
-
-            from sdc.frontend.values import torch_value
-
-            return torch_value(torch.tensor(value, dtype=torch.bfloat16))
-        return self.const(np.array(value), like.dtype)
-
-    def sym_ready(self, *inputs: V | None) -> bool:
-        present = [v for v in inputs if v is not None]
-        return all(v.known for v in present) and any(v.is_symbolic for v in present)
-
-    def sym_array(self, v: V) -> np.ndarray:
-        return v.const if v.is_symbolic else v.const.astype(object)
-
-    def cast(self, v: V, dtype: str) -> V:
-        if v.dtype == dtype:
-            return v
-        if v.is_symbolic and dtypes.is_integer(dtype):
-            return v
-        return self.emit("cast", [v], dtype=dtype)
-
     def binary(self, op: str, a: V, b: V) -> V:
-        if op in SYM_BINARY and self.sym_ready(a, b):
-            return const_value(SYM_BINARY[op](self.sym_array(a), self.sym_array(b)))
-        if op == "Equal" and self.sym_ready(a, b):
-            eq = np.frompyfunc(_sym_eq, 2, 1)(self.sym_array(a), self.sym_array(b))
+        if op in SYM_BINARY and self.b.sym_ready(a, b):
+            return const_value(SYM_BINARY[op](self.b.sym_array(a), self.b.sym_array(b)))
+        if op == "Equal" and self.b.sym_ready(a, b):
+            eq = np.frompyfunc(sym_eq, 2, 1)(self.b.sym_array(a), self.b.sym_array(b))
             return const_value(eq.astype(bool))
-        return self.emit(BINARY[op], [a, b])
+        return self.b.emit(BINARY[op], [a, b])
 
     def variadic(self, name: str, op: str, inputs: list[V]) -> V:
         if op in SYM_BINARY and any(v.is_symbolic for v in inputs) and all(v.known for v in inputs):
-            acc = self.sym_array(inputs[0])
+            acc = self.b.sym_array(inputs[0])
             for v in inputs[1:]:
-                acc = SYM_BINARY["Add" if op == "Sum" else op](acc, self.sym_array(v))
+                acc = SYM_BINARY["Add" if op == "Sum" else op](acc, self.b.sym_array(v))
             return const_value(acc)
         acc = inputs[0]
         for v in inputs[1:]:
-            acc = self.emit(name, [acc, v])
+            acc = self.b.emit(name, [acc, v])
         return acc
 
     def axes_of(self, node, inputs, attrs, input_index: int, since: int) -> list[int] | None:
         """Axes from the attribute (older opsets) or the input (newer); None when absent."""
         if self.opset >= since and len(inputs) > input_index:
             v = inputs[input_index]
-            return None if v is None else self.static_ints(v, "axes")
+            return None if v is None else self.b.static_ints(v, "axes")
         if "axes" in attrs:
             return list(attrs["axes"])
         return None
@@ -211,26 +99,24 @@ class NodeImporter(IndexingOps, NNOps):
                 return x
             axes = list(range(x.rank))
         if op == "ReduceProd" and x.is_symbolic:
-            arr = self.sym_array(x)
+            arr = self.b.sym_array(x)
             prod = sympy.Integer(1)
             for e in arr.reshape(-1):
                 prod *= e
             return const_value(np.array([prod] if keepdims else prod, dtype=object))
-        return self.emit(name, [x], axes=axes, keepdims=keepdims)
+        return self.b.emit(name, [x], axes=axes, keepdims=keepdims)
 
     # ---------------------------------------------------------------- constants and shapes
 
     def op_Constant(self, node, inputs, attrs):
-        from sdc.frontend.onnx import tensor_value
-
         if "value" in attrs:
             return tensor_value(attrs["value"], f"node '{node.name}' value")
         for key, dtype in (("value_float", np.float32), ("value_int", np.int64)):
             if key in attrs:
-                return self.const(np.array(attrs[key], dtype=dtype))
+                return self.b.const(np.array(attrs[key], dtype=dtype))
         for key, dtype in (("value_floats", np.float32), ("value_ints", np.int64)):
             if key in attrs:
-                return self.const(np.array(list(attrs[key]), dtype=dtype))
+                return self.b.const(np.array(list(attrs[key]), dtype=dtype))
         raise ShapeError(f"Constant with {', '.join(attrs) or 'no value'} is unsupported (sparse/string values)")
 
     def op_Identity(self, node, inputs, attrs):
@@ -255,24 +141,18 @@ class NodeImporter(IndexingOps, NNOps):
         return const_value(np.array(n, dtype=object))
 
     def op_ConstantOfShape(self, node, inputs, attrs):
-        from sdc.frontend.onnx import tensor_value
-
-        fill = tensor_value(attrs["value"], "ConstantOfShape value") if "value" in attrs else self.const(
+        fill = tensor_value(attrs["value"], "ConstantOfShape value") if "value" in attrs else self.b.const(
             np.zeros(1, np.float32))
-        shape = self.known_ints(inputs[0], "ConstantOfShape's shape")
-        scalar = self.emit("reshape", [fill], shape=[]) if fill.rank else fill
+        shape = self.b.known_ints(inputs[0], "ConstantOfShape's shape")
+        scalar = self.b.emit("reshape", [fill], shape=[]) if fill.rank else fill
         if all(is_int(d) for d in shape):
             if fill.is_const and not fill.dtype == "bf16":
-                return self.const(np.full(shape, fill.const.reshape(-1)[0], dtype=fill.const.dtype))
-        return self.b.emit1("broadcast", [scalar], {"shape": shape})
+                return self.b.const(np.full(shape, fill.const.reshape(-1)[0], dtype=fill.const.dtype))
+        return self.b.broadcast(scalar, shape)
 
     def op_Range(self, node, inputs, attrs):
         start, limit, delta = inputs
         if all(v.is_const for v in inputs):
-            import torch
-
-            from sdc.frontend.values import torch_value
-
             s0, l0, d0 = (v.as_torch().item() for v in inputs)
             n = max(0, math.ceil((l0 - s0) / d0))
             ramp = torch.arange(n, dtype=torch.float64 if start.dtype in ("f16", "bf16", "f32", "f64") else torch.int64)
@@ -280,34 +160,32 @@ class NodeImporter(IndexingOps, NNOps):
             return torch_value(values.to(dtypes.to_torch(start.dtype)))
         if not all(v.known for v in inputs):
             raise CompileTimeValueError("Range bounds must be known at compile time (possibly symbolic)")
-        s, l, d = (self.known_ints(v, "Range bound")[0] for v in inputs)
+        s, l, d = (self.b.known_ints(v, "Range bound")[0] for v in inputs)
         n = sym_int(sympy.Max(sympy.ceiling((l - s) / d), 0)) if not all(is_int(x) for x in (s, l, d)) else max(
             0, math.ceil((l - s) / d))
         if isinstance(n, sympy.Max):
             n = sym_int(sympy.ceiling((l - s) / d))
-        ramp = self.b.emit1("iota", [], {"shape": [n], "dimension": 0, "dtype": start.dtype})
+        ramp = self.b.iota([n], 0, start.dtype)
         if d != 1:
-            ramp = self.emit("mul", [ramp, self.const(np.array(d), start.dtype)])
+            ramp = self.b.emit("mul", [ramp, self.b.const(np.array(d), start.dtype)])
         if s != 0:
-            ramp = self.emit("add", [ramp, self.const(np.array(s), start.dtype)])
+            ramp = self.b.emit("add", [ramp, self.b.const(np.array(s), start.dtype)])
         return ramp
 
     def op_Cast(self, node, inputs, attrs):
-        from sdc.frontend.onnx import ONNX_DTYPES
-
         to = attrs["to"]
         if to not in ONNX_DTYPES:
             raise ShapeError(f"Cast to {onnx.TensorProto.DataType.Name(to)} is unsupported")
-        return self.cast(inputs[0], ONNX_DTYPES[to])
+        return self.b.cast(inputs[0], ONNX_DTYPES[to])
 
     def op_CastLike(self, node, inputs, attrs):
-        return self.cast(inputs[0], inputs[1].dtype)
+        return self.b.cast(inputs[0], inputs[1].dtype)
 
     # ---------------------------------------------------------------- shape manipulation
 
     def op_Reshape(self, node, inputs, attrs):
         x, shape_v = inputs
-        shape = self.known_ints(shape_v, "Reshape's shape")
+        shape = self.b.known_ints(shape_v, "Reshape's shape")
         allowzero = attrs.get("allowzero", 0)
         target = []
         for i, d in enumerate(shape):
@@ -317,40 +195,7 @@ class NodeImporter(IndexingOps, NNOps):
                 target.append(x.sym[i])
             else:
                 target.append(d)
-        return self.reshape(x, target)
-
-    def reshape(self, x: V, target: list) -> V:
-        """Reshape with a target of ints/sympy dims and at most one -1 (resolved symbolically if possible)."""
-        if -1 in [d for d in target if is_int(d)]:
-            i = target.index(-1)
-            known = sympy.Integer(1)
-            for j, d in enumerate(target):
-                if j != i:
-                    known *= d
-            total = sympy.Integer(1)
-            for d in x.sym:
-                if d is DYN:
-                    total = None
-                    break
-                total *= d
-            if total is not None:
-                inferred = sympy.simplify(total / known)
-                if inferred.is_Integer or (inferred.is_integer and not inferred.has(sympy.Rational(1, 2))):
-                    if inferred.free_symbols or inferred.is_Integer:
-                        try:
-                            from sdc.dialect.symexpr import to_text
-
-                            to_text(inferred)
-                            target[i] = sym_int(inferred)
-                        except Exception:
-                            pass
-        if x.is_symbolic or x.is_const:
-            if x.is_symbolic:
-                shape = [int(d) for d in target]
-                return const_value(self.sym_array(x).reshape(shape))
-        if all(is_int(a) and is_int(b) for a, b in zip(x.sym, target)) and tuple(target) == tuple(x.sym):
-            return x
-        return self.b.emit1("reshape", [x], {"shape": target})
+        return self.b.reshape(x, target)
 
     def op_Flatten(self, node, inputs, attrs):
         x = inputs[0]
@@ -366,14 +211,14 @@ class NodeImporter(IndexingOps, NNOps):
             target[0] = -1
         if DYN in x.sym[axis:]:
             target[1] = -1
-        return self.reshape(x, target)
+        return self.b.reshape(x, target)
 
     def op_Transpose(self, node, inputs, attrs):
         x = inputs[0]
         perm = list(attrs.get("perm", reversed(range(x.rank))))
         if x.is_symbolic:
-            return const_value(np.transpose(self.sym_array(x), perm))
-        return self.emit("transpose", [x], perm=perm)
+            return const_value(np.transpose(self.b.sym_array(x), perm))
+        return self.b.emit("transpose", [x], perm=perm)
 
     def op_Squeeze(self, node, inputs, attrs):
         x = inputs[0]
@@ -381,33 +226,33 @@ class NodeImporter(IndexingOps, NNOps):
         if axes is None:
             axes = [i for i, d in enumerate(x.sym) if is_int(d) and d == 1]
         if x.is_symbolic:
-            return const_value(np.squeeze(self.sym_array(x), axis=tuple(axes)))
-        return self.emit("squeeze", [x], axes=axes)
+            return const_value(np.squeeze(self.b.sym_array(x), axis=tuple(axes)))
+        return self.b.emit("squeeze", [x], axes=axes)
 
     def op_Unsqueeze(self, node, inputs, attrs):
         x = inputs[0]
         axes = self.axes_of(node, inputs, attrs, 1, 13)
         if x.is_symbolic:
             rank = x.rank + len(axes)
-            return const_value(np.expand_dims(self.sym_array(x), tuple(a % rank for a in axes)))
-        return self.emit("unsqueeze", [x], axes=axes)
+            return const_value(np.expand_dims(self.b.sym_array(x), tuple(a % rank for a in axes)))
+        return self.b.emit("unsqueeze", [x], axes=axes)
 
     def op_Concat(self, node, inputs, attrs):
         vals = [v for v in inputs if v is not None]
         axis = attrs["axis"]
         if any(v.is_symbolic for v in vals) and all(v.known for v in vals):
-            return const_value(np.concatenate([self.sym_array(v) for v in vals], axis=axis))
+            return const_value(np.concatenate([self.b.sym_array(v) for v in vals], axis=axis))
         acc = vals[0]
         for v in vals[1:]:
-            acc = self.b.emit1("concat", [acc, v], {"axis": axis})
+            acc = self.b.emit("concat", [acc, v], axis=axis)
         return acc
 
     def op_Gather(self, node, inputs, attrs):
         data, indices = inputs
         axis = attrs.get("axis", 0)
         if data.is_symbolic and indices.is_const:
-            return const_value(np.take(self.sym_array(data), indices.const.astype(np.int64), axis=axis))
-        return self.emit("gather", [data, indices], axis=axis)
+            return const_value(np.take(self.b.sym_array(data), indices.const.astype(np.int64), axis=axis))
+        return self.b.emit("gather", [data, indices], axis=axis)
 
     def op_Slice(self, node, inputs, attrs):
         x = inputs[0]
@@ -416,27 +261,27 @@ class NodeImporter(IndexingOps, NNOps):
             axes = list(attrs.get("axes", range(len(starts))))
             steps = [1] * len(starts)
         else:
-            starts = self.static_ints(inputs[1], "Slice starts")
-            ends = self.static_ints(inputs[2], "Slice ends")
-            axes = self.static_ints(inputs[3], "Slice axes") if len(inputs) > 3 and inputs[3] is not None else list(
+            starts = self.b.static_ints(inputs[1], "Slice starts")
+            ends = self.b.static_ints(inputs[2], "Slice ends")
+            axes = self.b.static_ints(inputs[3], "Slice axes") if len(inputs) > 3 and inputs[3] is not None else list(
                 range(len(starts)))
-            steps = self.static_ints(inputs[4], "Slice steps") if len(inputs) > 4 and inputs[4] is not None else [
+            steps = self.b.static_ints(inputs[4], "Slice steps") if len(inputs) > 4 and inputs[4] is not None else [
                 1] * len(starts)
         ends = [min(e, INT64_MAX) for e in ends]
         if x.is_symbolic:
-            arr = self.sym_array(x)
+            arr = self.b.sym_array(x)
             index = [slice(None)] * arr.ndim
             for a, s, e, st in zip(axes, starts, ends, steps):
                 index[a % arr.ndim] = slice(s, e, st)
             return const_value(arr[tuple(index)])
-        return self.emit("slice", [x], starts=starts, ends=ends, axes=axes, steps=steps)
+        return self.b.emit("slice", [x], starts=starts, ends=ends, axes=axes, steps=steps)
 
     def op_Split(self, node, inputs, attrs):
         x = inputs[0]
         axis = attrs.get("axis", 0) % x.rank
         n_out = len(node.output)
         if self.opset >= 13 and len(inputs) > 1 and inputs[1] is not None:
-            sizes = self.static_ints(inputs[1], "Split sizes")
+            sizes = self.b.static_ints(inputs[1], "Split sizes")
         elif "split" in attrs:
             sizes = list(attrs["split"])
         else:
@@ -447,31 +292,31 @@ class NodeImporter(IndexingOps, NNOps):
             chunk = -(-dim // parts)
             sizes = [min(chunk, dim - i * chunk) for i in range(parts)]
         if len(set(sizes)) == 1 and len(sizes) > 1:
-            return self.b.emit("split", [x], {"axis": axis, "parts": len(sizes)})
+            return self.b.emit_all("split", [x], {"axis": axis, "parts": len(sizes)})
         outs, start = [], 0
         for size in sizes:
-            outs.append(self.emit("slice", [x], starts=[start], ends=[start + size], axes=[axis], steps=[1]))
+            outs.append(self.b.emit("slice", [x], starts=[start], ends=[start + size], axes=[axis], steps=[1]))
             start += size
         return outs
 
     def op_Expand(self, node, inputs, attrs):
         x, shape_v = inputs
-        shape = self.known_ints(shape_v, "Expand's shape")
-        return self.b.emit1("broadcast", [x], {"shape": shape})
+        shape = self.b.known_ints(shape_v, "Expand's shape")
+        return self.b.broadcast(x, shape)
 
     def op_Tile(self, node, inputs, attrs):
         x = inputs[0]
-        repeats = self.static_ints(inputs[1], "Tile repeats")
+        repeats = self.b.static_ints(inputs[1], "Tile repeats")
         # [d0, d1] x [r0, r1] -> unsqueeze to [1, d0, 1, d1], broadcast to [r0, d0, r1, d1], reshape.
         inter = []
         for d in x.sym:
             inter += [1, d]
-        y = self.reshape(x, inter)
+        y = self.b.reshape(x, inter)
         target = []
         for r, d in zip(repeats, x.sym):
             target += [r, d]
-        y = self.b.emit1("broadcast", [y], {"shape": target})
-        return self.reshape(y, [sym_int(r * d) for r, d in zip(repeats, x.sym)])
+        y = self.b.broadcast(y, target)
+        return self.b.reshape(y, [sym_int(r * d) for r, d in zip(repeats, x.sym)])
 
     def op_Pad(self, node, inputs, attrs):
         x = inputs[0]
@@ -482,165 +327,157 @@ class NodeImporter(IndexingOps, NNOps):
             pads = list(attrs["pads"])
             value = attrs.get("value", 0.0)
         else:
-            pads = self.static_ints(inputs[1], "Pad pads")
-            value = self.scalar(inputs[2] if len(inputs) > 2 else None, "Pad constant_value", 0)
+            pads = self.b.static_ints(inputs[1], "Pad pads")
+            value = self.b.scalar(inputs[2] if len(inputs) > 2 else None, "Pad constant_value", 0)
             if len(inputs) > 3 and inputs[3] is not None:
-                axes = [a % x.rank for a in self.static_ints(inputs[3], "Pad axes")]
+                axes = [a % x.rank for a in self.b.static_ints(inputs[3], "Pad axes")]
                 full = [0] * (2 * x.rank)
                 for i, a in enumerate(axes):
                     full[a], full[x.rank + a] = pads[i], pads[len(axes) + i]
                 pads = full
-        return self.emit("pad", [x], pads=pads, mode=mode, value=float(value))
-
-    @staticmethod
-    def _exact_div(a, b):
-        """a / b for dims that divide exactly (ints stay ints, symbols stay symbolic)."""
-        if is_int(a) and is_int(b):
-            if a % b:
-                raise ShapeError(f"{a} is not divisible by {b}")
-            return a // b
-        return sym_int(a / b)
+        return self.b.emit("pad", [x], pads=pads, mode=mode, value=float(value))
 
     def op_DepthToSpace(self, node, inputs, attrs):
         x = inputs[0]
         b = attrs["blocksize"]
         n, c, h, w = x.sym
-        cb = self._exact_div(c, b * b)
+        cb = self.b.exact_div(c, b * b)
         if attrs.get("mode", "DCR") == "DCR":
-            y = self.reshape(x, [n, b, b, cb, h, w])
-            y = self.emit("transpose", [y], perm=[0, 3, 4, 1, 5, 2])
+            y = self.b.reshape(x, [n, b, b, cb, h, w])
+            y = self.b.emit("transpose", [y], perm=[0, 3, 4, 1, 5, 2])
         else:
-            y = self.reshape(x, [n, cb, b, b, h, w])
-            y = self.emit("transpose", [y], perm=[0, 1, 4, 2, 5, 3])
-        return self.reshape(y, [n, cb, sym_int(h * b), sym_int(w * b)])
+            y = self.b.reshape(x, [n, cb, b, b, h, w])
+            y = self.b.emit("transpose", [y], perm=[0, 1, 4, 2, 5, 3])
+        return self.b.reshape(y, [n, cb, sym_int(h * b), sym_int(w * b)])
 
     def op_SpaceToDepth(self, node, inputs, attrs):
         x = inputs[0]
         b = attrs["blocksize"]
         n, c, h, w = x.sym
-        hb, wb = self._exact_div(h, b), self._exact_div(w, b)
-        y = self.reshape(x, [n, c, hb, b, wb, b])
+        hb, wb = self.b.exact_div(h, b), self.b.exact_div(w, b)
+        y = self.b.reshape(x, [n, c, hb, b, wb, b])
         perm = [0, 1, 3, 5, 2, 4] if attrs.get("mode", "DCR") == "CRD" else [0, 3, 5, 1, 2, 4]
-        y = self.emit("transpose", [y], perm=perm)
-        return self.reshape(y, [n, sym_int(c * b * b), hb, wb])
+        y = self.b.emit("transpose", [y], perm=perm)
+        return self.b.reshape(y, [n, sym_int(c * b * b), hb, wb])
 
     def op_Trilu(self, node, inputs, attrs):
         x = inputs[0]
-        k = int(self.scalar(inputs[1] if len(inputs) > 1 else None, "Trilu k", 0))
+        k = int(self.b.scalar(inputs[1] if len(inputs) > 1 else None, "Trilu k", 0))
         rows, cols = x.sym[-2], x.sym[-1]
-        r = self.b.emit1("iota", [], {"shape": [rows, cols], "dimension": 0, "dtype": "i64"})
-        c = self.b.emit1("iota", [], {"shape": [rows, cols], "dimension": 1, "dtype": "i64"})
-        diff = self.emit("sub", [c, r])  # col - row
-        kk = self.const(np.array(k, np.int64))
-        keep = self.emit("ge" if attrs.get("upper", 1) else "le", [diff, kk])
-        return self.emit("where", [keep, x, self.scalar_like(0, x)])
+        r = self.b.iota([rows, cols], 0, "i64")
+        c = self.b.iota([rows, cols], 1, "i64")
+        diff = self.b.emit("sub", [c, r])  # col - row
+        kk = self.b.const(np.array(k, np.int64))
+        keep = self.b.emit("ge" if attrs.get("upper", 1) else "le", [diff, kk])
+        return self.b.emit("where", [keep, x, self.b.scalar_like(0, x)])
 
     # ---------------------------------------------------------------- elementwise specials
 
     def op_Pow(self, node, inputs, attrs):
         x, y = inputs
-        return self.emit("pow", [x, self.cast(y, x.dtype)])
+        return self.b.emit("pow", [x, self.b.cast(y, x.dtype)])
 
     def op_Mod(self, node, inputs, attrs):
         a, b = inputs
-        if self.sym_ready(a, b):
-            return const_value(SYM_BINARY["Mod"](self.sym_array(a), self.sym_array(b)))
-        return self.emit("mod", [a, b], fmod=bool(attrs.get("fmod", 0)))
+        if self.b.sym_ready(a, b):
+            return const_value(SYM_BINARY["Mod"](self.b.sym_array(a), self.b.sym_array(b)))
+        return self.b.emit("mod", [a, b], fmod=bool(attrs.get("fmod", 0)))
 
     def op_Where(self, node, inputs, attrs):
         c, x, y = inputs
-        if c.is_const and self.sym_ready(x, y) or (c.is_const and x.known and y.known and
-                                                   (x.is_symbolic or y.is_symbolic)):
-            return const_value(np.where(c.const.astype(bool), self.sym_array(x), self.sym_array(y)))
-        return self.emit("where", [c, x, y])
+        if c.is_const and self.b.sym_ready(x, y) or (c.is_const and x.known and y.known and
+                                                     (x.is_symbolic or y.is_symbolic)):
+            return const_value(np.where(c.const.astype(bool), self.b.sym_array(x), self.b.sym_array(y)))
+        return self.b.emit("where", [c, x, y])
 
     def op_Clip(self, node, inputs, attrs):
         x = inputs[0]
         if self.opset < 11:
-            return self.emit("clip", [x], min=float(attrs.get("min", -math.inf)), max=float(attrs.get("max", math.inf)))
+            return self.b.emit("clip", [x], min=float(attrs.get("min", -math.inf)),
+                               max=float(attrs.get("max", math.inf)))
         lo = inputs[1] if len(inputs) > 1 else None
         hi = inputs[2] if len(inputs) > 2 else None
         if (lo is None or lo.is_const) and (hi is None or hi.is_const):
-            return self.emit("clip", [x], min=float(self.scalar(lo, "Clip min", -math.inf)),
-                             max=float(self.scalar(hi, "Clip max", math.inf)))
+            return self.b.emit("clip", [x], min=float(self.b.scalar(lo, "Clip min", -math.inf)),
+                               max=float(self.b.scalar(hi, "Clip max", math.inf)))
         # Run-time bounds: max(x, min) then min(., max), in the operand's type.
         if lo is not None:
-            x = self.emit("max", [x, lo])
+            x = self.b.emit("max", [x, lo])
         if hi is not None:
-            x = self.emit("min", [x, hi])
+            x = self.b.emit("min", [x, hi])
         return x
 
     def op_LeakyRelu(self, node, inputs, attrs):
-        return self.emit("leaky_relu", [inputs[0]], alpha=attrs.get("alpha", 0.01))
+        return self.b.emit("leaky_relu", [inputs[0]], alpha=attrs.get("alpha", 0.01))
 
     def op_Elu(self, node, inputs, attrs):
-        return self.emit("elu", [inputs[0]], alpha=attrs.get("alpha", 1.0))
+        return self.b.emit("elu", [inputs[0]], alpha=attrs.get("alpha", 1.0))
 
     def op_Selu(self, node, inputs, attrs):
-        return self.emit("selu", [inputs[0]], alpha=attrs.get("alpha", 1.67326319217681884765625),
-                         gamma=attrs.get("gamma", 1.05070102214813232421875))
+        return self.b.emit("selu", [inputs[0]], alpha=attrs.get("alpha", 1.67326319217681884765625),
+                           gamma=attrs.get("gamma", 1.05070102214813232421875))
 
     def op_HardSigmoid(self, node, inputs, attrs):
-        return self.emit("hard_sigmoid", [inputs[0]], alpha=attrs.get("alpha", 0.2), beta=attrs.get("beta", 0.5))
+        return self.b.emit("hard_sigmoid", [inputs[0]], alpha=attrs.get("alpha", 0.2), beta=attrs.get("beta", 0.5))
 
     def op_Gelu(self, node, inputs, attrs):
-        return self.emit("gelu", [inputs[0]], approximate=attrs.get("approximate", "none"))
+        return self.b.emit("gelu", [inputs[0]], approximate=attrs.get("approximate", "none"))
 
     def op_PRelu(self, node, inputs, attrs):
         x, slope = inputs
-        neg = self.emit("lt", [x, self.scalar_like(0, x)])
-        return self.emit("where", [neg, self.emit("mul", [x, slope]), x])
+        neg = self.b.emit("lt", [x, self.b.scalar_like(0, x)])
+        return self.b.emit("where", [neg, self.b.emit("mul", [x, slope]), x])
 
     def op_ThresholdedRelu(self, node, inputs, attrs):
         x = inputs[0]
-        keep = self.emit("gt", [x, self.scalar_like(attrs.get("alpha", 1.0), x)])
-        return self.emit("where", [keep, x, self.scalar_like(0, x)])
+        keep = self.b.emit("gt", [x, self.b.scalar_like(attrs.get("alpha", 1.0), x)])
+        return self.b.emit("where", [keep, x, self.b.scalar_like(0, x)])
 
     def op_IsInf(self, node, inputs, attrs):
         x = inputs[0]
         pos, neg = attrs.get("detect_positive", 1), attrs.get("detect_negative", 1)
-        inf = self.emit("isinf", [x])
+        inf = self.b.emit("isinf", [x])
         if pos and neg:
             return inf
         if not pos and not neg:
-            return self.emit("and", [inf, self.const(np.array(False))])
-        side = self.emit("gt" if pos else "lt", [x, self.scalar_like(0, x)])
-        return self.emit("and", [inf, side])
+            return self.b.emit("and", [inf, self.b.const(np.array(False))])
+        side = self.b.emit("gt" if pos else "lt", [x, self.b.scalar_like(0, x)])
+        return self.b.emit("and", [inf, side])
 
     def op_BitShift(self, node, inputs, attrs):
         name = "shift_left" if attrs["direction"] == "LEFT" else "shift_right"
-        return self.emit(name, inputs[:2])
+        return self.b.emit(name, inputs[:2])
 
     def op_Mean(self, node, inputs, attrs):
         vals = [v for v in inputs if v is not None]
         total = self.variadic("add", "Sum", vals)
-        return self.emit("div", [total, self.scalar_like(len(vals), total)])
+        return self.b.emit("div", [total, self.b.scalar_like(len(vals), total)])
 
     def op_Dropout(self, node, inputs, attrs):
         x = inputs[0]
         outs = [x]
         if len(node.output) > 1 and node.output[1]:
-            ones = self.b.emit1("broadcast", [self.const(np.array(True))], {"shape": list(x.sym)})
+            ones = self.b.broadcast(self.b.const(np.array(True)), list(x.sym))
             outs.append(ones)
         return outs
 
     # ---------------------------------------------------------------- contractions
 
     def op_MatMul(self, node, inputs, attrs):
-        return self.emit("matmul", inputs[:2])
+        return self.b.emit("matmul", inputs[:2])
 
     def op_Gemm(self, node, inputs, attrs):
         a, b = inputs[0], inputs[1]
         c = inputs[2] if len(inputs) > 2 else None
         alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
-        y = self.emit("matmul", [a, b], transpose_lhs=bool(attrs.get("transA", 0)),
-                      transpose_rhs=bool(attrs.get("transB", 0)))
+        y = self.b.emit("matmul", [a, b], transpose_lhs=bool(attrs.get("transA", 0)),
+                        transpose_rhs=bool(attrs.get("transB", 0)))
         if alpha != 1.0:
-            y = self.emit("mul", [y, self.scalar_like(alpha, y)])
+            y = self.b.emit("mul", [y, self.b.scalar_like(alpha, y)])
         if c is not None and beta != 0.0:
             if beta != 1.0:
-                c = self.emit("mul", [c, self.scalar_like(beta, c)])
-            y = self.emit("add", [y, c])
+                c = self.b.emit("mul", [c, self.b.scalar_like(beta, c)])
+            y = self.b.emit("add", [y, c])
         return y
 
     def _spatial_pads(self, x: V, kernel: list[int], strides, dilations, attrs) -> list[int]:
@@ -669,10 +506,10 @@ class NodeImporter(IndexingOps, NNOps):
         strides = list(attrs.get("strides", [1] * n))
         dilations = list(attrs.get("dilations", [1] * n))
         pads = self._spatial_pads(x, kernel, strides, dilations, attrs)
-        y = self.emit("conv", [x, w], strides=strides, pads=pads, dilations=dilations, groups=attrs.get("group", 1))
+        y = self.b.emit("conv", [x, w], strides=strides, pads=pads, dilations=dilations, groups=attrs.get("group", 1))
         if bias is not None:
-            b = self.reshape(bias, [1, bias.sym[0]] + [1] * n)
-            y = self.emit("add", [y, b])
+            b = self.b.reshape(bias, [1, bias.sym[0]] + [1] * n)
+            y = self.b.emit("add", [y, b])
         return y
 
     def _pool(self, name: str, node, inputs, attrs) -> V:
@@ -686,7 +523,7 @@ class NodeImporter(IndexingOps, NNOps):
         extra["dilations"] = dilations
         if name == "avg_pool":
             extra["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
-        return self.emit(name, [x], kernel=kernel, strides=strides, pads=pads, **extra)
+        return self.b.emit(name, [x], kernel=kernel, strides=strides, pads=pads, **extra)
 
     def op_MaxPool(self, node, inputs, attrs):
         if len(node.output) > 1 and node.output[1]:
@@ -699,47 +536,47 @@ class NodeImporter(IndexingOps, NNOps):
         return self._pool("avg_pool", node, inputs, attrs)
 
     def op_GlobalAveragePool(self, node, inputs, attrs):
-        return self.emit("global_avg_pool", [inputs[0]])
+        return self.b.emit("global_avg_pool", [inputs[0]])
 
     def op_GlobalMaxPool(self, node, inputs, attrs):
-        return self.emit("global_max_pool", [inputs[0]])
+        return self.b.emit("global_max_pool", [inputs[0]])
 
     # ---------------------------------------------------------------- normalization and reductions
 
     def op_BatchNormalization(self, node, inputs, attrs):
         if attrs.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
             return self._batch_norm_training(node, inputs, attrs)
-        return self.emit("batch_norm", inputs[:5], epsilon=attrs.get("epsilon", 1e-5))
+        return self.b.emit("batch_norm", inputs[:5], epsilon=attrs.get("epsilon", 1e-5))
 
     def _batch_norm_training(self, node, inputs, attrs) -> list[V]:
         """Training-mode batch norm: batch statistics normalize; running statistics update by momentum."""
         x, scale, bias, running_mean, running_var = inputs[:5]
         axes = [0] + list(range(2, x.rank))
         shape = [1, x.sym[1]] + [1] * (x.rank - 2)
-        mean = self.emit("reduce_mean", [x], axes=axes, keepdims=True)
-        centered = self.emit("sub", [x, mean])
-        var = self.emit("reduce_mean", [self.emit("mul", [centered, centered])], axes=axes, keepdims=True)
-        eps = self.scalar_like(attrs.get("epsilon", 1e-5), x)
-        y = self.emit("mul", [centered, self.emit("rsqrt", [self.emit("add", [var, eps])])])
-        y = self.emit("add", [self.emit("mul", [y, self.reshape(scale, shape)]), self.reshape(bias, shape)])
+        mean = self.b.emit("reduce_mean", [x], axes=axes, keepdims=True)
+        centered = self.b.emit("sub", [x, mean])
+        var = self.b.emit("reduce_mean", [self.b.emit("mul", [centered, centered])], axes=axes, keepdims=True)
+        eps = self.b.scalar_like(attrs.get("epsilon", 1e-5), x)
+        y = self.b.emit("mul", [centered, self.b.emit("rsqrt", [self.b.emit("add", [var, eps])])])
+        y = self.b.emit("add", [self.b.emit("mul", [y, self.b.reshape(scale, shape)]), self.b.reshape(bias, shape)])
         momentum = attrs.get("momentum", 0.9)
-        keep, take = self.scalar_like(momentum, x), self.scalar_like(1 - momentum, x)
-        flat_mean = self.reshape(mean, [x.sym[1]])
-        flat_var = self.reshape(var, [x.sym[1]])
-        new_mean = self.emit("add", [self.emit("mul", [running_mean, keep]), self.emit("mul", [flat_mean, take])])
-        new_var = self.emit("add", [self.emit("mul", [running_var, keep]), self.emit("mul", [flat_var, take])])
+        keep, take = self.b.scalar_like(momentum, x), self.b.scalar_like(1 - momentum, x)
+        flat_mean = self.b.reshape(mean, [x.sym[1]])
+        flat_var = self.b.reshape(var, [x.sym[1]])
+        new_mean = self.b.emit("add", [self.b.emit("mul", [running_mean, keep]), self.b.emit("mul", [flat_mean, take])])
+        new_var = self.b.emit("add", [self.b.emit("mul", [running_var, keep]), self.b.emit("mul", [flat_var, take])])
         return [y, new_mean, new_var]
 
     def op_InstanceNormalization(self, node, inputs, attrs):
         x, scale, bias = inputs
         axes = list(range(2, x.rank))
-        mean = self.emit("reduce_mean", [x], axes=axes, keepdims=True)
-        centered = self.emit("sub", [x, mean])
-        var = self.emit("reduce_mean", [self.emit("mul", [centered, centered])], axes=axes, keepdims=True)
-        eps = self.scalar_like(attrs.get("epsilon", 1e-5), x)
-        y = self.emit("mul", [centered, self.emit("rsqrt", [self.emit("add", [var, eps])])])
+        mean = self.b.emit("reduce_mean", [x], axes=axes, keepdims=True)
+        centered = self.b.emit("sub", [x, mean])
+        var = self.b.emit("reduce_mean", [self.b.emit("mul", [centered, centered])], axes=axes, keepdims=True)
+        eps = self.b.scalar_like(attrs.get("epsilon", 1e-5), x)
+        y = self.b.emit("mul", [centered, self.b.emit("rsqrt", [self.b.emit("add", [var, eps])])])
         shape = [1, x.sym[1]] + [1] * (x.rank - 2)
-        return self.emit("add", [self.emit("mul", [y, self.reshape(scale, shape)]), self.reshape(bias, shape)])
+        return self.b.emit("add", [self.b.emit("mul", [y, self.b.reshape(scale, shape)]), self.b.reshape(bias, shape)])
 
     def op_LayerNormalization(self, node, inputs, attrs):
         if len(node.output) > 1 and any(node.output[1:]):
@@ -749,32 +586,30 @@ class NodeImporter(IndexingOps, NNOps):
         axis = attrs.get("axis", -1) % x.rank
         norm_shape = list(x.sym[axis:])
         if scale.rank != len(norm_shape):
-            scale = self.b.emit1("broadcast", [scale], {"shape": norm_shape})
+            scale = self.b.broadcast(scale, norm_shape)
         if bias is None:
-            bias = self.b.emit1("broadcast", [self.scalar_like(0, x)], {"shape": norm_shape})
+            bias = self.b.broadcast(self.b.scalar_like(0, x), norm_shape)
         elif bias.rank != len(norm_shape):
-            bias = self.b.emit1("broadcast", [bias], {"shape": norm_shape})
-        return self.emit("layer_norm", [x, scale, bias], axis=axis, epsilon=attrs.get("epsilon", 1e-5))
+            bias = self.b.broadcast(bias, norm_shape)
+        return self.b.emit("layer_norm", [x, scale, bias], axis=axis, epsilon=attrs.get("epsilon", 1e-5))
 
     def _layer_norm_with_statistics(self, node, inputs, attrs) -> list[V]:
         """LayerNormalization that also returns Mean and InvStdDev: spelled out in the stash type."""
-        from sdc.frontend.onnx import ONNX_DTYPES
-
         x, scale = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
         axis = attrs.get("axis", -1) % x.rank
         stash = ONNX_DTYPES.get(attrs.get("stash_type", 1), "f32")
         axes = list(range(axis, x.rank))
-        xs = self.cast(x, stash)
-        mean = self.emit("reduce_mean", [xs], axes=axes, keepdims=True)
-        centered = self.emit("sub", [xs, mean])
-        var = self.emit("reduce_mean", [self.emit("mul", [centered, centered])], axes=axes, keepdims=True)
-        eps = self.const(np.array(attrs.get("epsilon", 1e-5)), stash)
-        inv_std = self.emit("rsqrt", [self.emit("add", [var, eps])])
-        y = self.cast(self.emit("mul", [centered, inv_std]), x.dtype)
-        y = self.emit("mul", [y, scale])
+        xs = self.b.cast(x, stash)
+        mean = self.b.emit("reduce_mean", [xs], axes=axes, keepdims=True)
+        centered = self.b.emit("sub", [xs, mean])
+        var = self.b.emit("reduce_mean", [self.b.emit("mul", [centered, centered])], axes=axes, keepdims=True)
+        eps = self.b.const(np.array(attrs.get("epsilon", 1e-5)), stash)
+        inv_std = self.b.emit("rsqrt", [self.b.emit("add", [var, eps])])
+        y = self.b.cast(self.b.emit("mul", [centered, inv_std]), x.dtype)
+        y = self.b.emit("mul", [y, scale])
         if bias is not None:
-            y = self.emit("add", [y, bias])
+            y = self.b.emit("add", [y, bias])
         return [y, mean, inv_std]
 
     def op_RMSNormalization(self, node, inputs, attrs):
@@ -782,28 +617,28 @@ class NodeImporter(IndexingOps, NNOps):
         axis = attrs.get("axis", -1) % x.rank
         norm_shape = list(x.sym[axis:])
         if scale.rank != len(norm_shape):
-            scale = self.b.emit1("broadcast", [scale], {"shape": norm_shape})
-        return self.emit("rms_norm", [x, scale], axis=axis, epsilon=attrs.get("epsilon", 1e-5))
+            scale = self.b.broadcast(scale, norm_shape)
+        return self.b.emit("rms_norm", [x, scale], axis=axis, epsilon=attrs.get("epsilon", 1e-5))
 
     def op_LRN(self, node, inputs, attrs):
-        return self.emit("lrn", [inputs[0]], size=attrs["size"], alpha=attrs.get("alpha", 1e-4),
-                         beta=attrs.get("beta", 0.75), bias=attrs.get("bias", 1.0))
+        return self.b.emit("lrn", [inputs[0]], size=attrs["size"], alpha=attrs.get("alpha", 1e-4),
+                           beta=attrs.get("beta", 0.75), bias=attrs.get("bias", 1.0))
 
     def _softmax(self, name: str, inputs, attrs) -> V:
         x = inputs[0]
         if self.opset >= 13:
-            return self.emit(name, [x], axis=attrs.get("axis", -1))
+            return self.b.emit(name, [x], axis=attrs.get("axis", -1))
         axis = attrs.get("axis", 1) % x.rank
         if axis == x.rank - 1:
-            return self.emit(name, [x], axis=-1)
+            return self.b.emit(name, [x], axis=-1)
         # Before opset 13 softmax coerces the input to 2-D at `axis`.
         head, tail = sympy.Integer(1), sympy.Integer(1)
         for d in x.sym[:axis]:
             head *= d
         for d in x.sym[axis:]:
             tail *= d
-        flat = self.reshape(x, [sym_int(head), sym_int(tail)])
-        return self.reshape(self.emit(name, [flat], axis=1), list(x.sym))
+        flat = self.b.reshape(x, [sym_int(head), sym_int(tail)])
+        return self.b.reshape(self.b.emit(name, [flat], axis=1), list(x.sym))
 
     def op_Softmax(self, node, inputs, attrs):
         return self._softmax("softmax", inputs, attrs)
@@ -812,8 +647,8 @@ class NodeImporter(IndexingOps, NNOps):
         return self._softmax("log_softmax", inputs, attrs)
 
     def _arg(self, name: str, inputs, attrs) -> V:
-        return self.emit(name, [inputs[0]], axis=attrs.get("axis", 0), keepdims=bool(attrs.get("keepdims", 1)),
-                         select_last_index=bool(attrs.get("select_last_index", 0)))
+        return self.b.emit(name, [inputs[0]], axis=attrs.get("axis", 0), keepdims=bool(attrs.get("keepdims", 1)),
+                           select_last_index=bool(attrs.get("select_last_index", 0)))
 
     def op_ArgMax(self, node, inputs, attrs):
         return self._arg("argmax", inputs, attrs)
@@ -829,27 +664,28 @@ class NodeImporter(IndexingOps, NNOps):
             if attrs.get("noop_with_empty_axes", 0):
                 return x
             axes = list(range(x.rank))
-        y = self.emit(reducer, [pre(x)], axes=axes, keepdims=keepdims)
+        y = self.b.emit(reducer, [pre(x)], axes=axes, keepdims=keepdims)
         return post(y)
 
     def op_ReduceL1(self, node, inputs, attrs):
-        return self._composite_reduce(inputs, attrs, lambda x: self.emit("abs", [x]), "reduce_sum", lambda y: y)
+        return self._composite_reduce(inputs, attrs, lambda x: self.b.emit("abs", [x]), "reduce_sum", lambda y: y)
 
     def op_ReduceL2(self, node, inputs, attrs):
-        return self._composite_reduce(inputs, attrs, lambda x: self.emit("mul", [x, x]), "reduce_sum",
-                                      lambda y: self.emit("sqrt", [y]))
+        return self._composite_reduce(inputs, attrs, lambda x: self.b.emit("mul", [x, x]), "reduce_sum",
+                                      lambda y: self.b.emit("sqrt", [y]))
 
     def op_ReduceSumSquare(self, node, inputs, attrs):
-        return self._composite_reduce(inputs, attrs, lambda x: self.emit("mul", [x, x]), "reduce_sum", lambda y: y)
+        return self._composite_reduce(inputs, attrs, lambda x: self.b.emit("mul", [x, x]), "reduce_sum", lambda y: y)
 
     def op_ReduceLogSum(self, node, inputs, attrs):
-        return self._composite_reduce(inputs, attrs, lambda x: x, "reduce_sum", lambda y: self.emit("log", [y]))
+        return self._composite_reduce(inputs, attrs, lambda x: x, "reduce_sum", lambda y: self.b.emit("log", [y]))
 
     def op_ReduceLogSumExp(self, node, inputs, attrs):
         x = inputs[0]
         axes = self.axes_of(None, inputs, attrs, 1, 18) or list(range(x.rank))
         keepdims = bool(attrs.get("keepdims", 1))
-        peak = self.emit("reduce_max", [x], axes=axes, keepdims=True)
-        summed = self.emit("reduce_sum", [self.emit("exp", [self.emit("sub", [x, peak])])], axes=axes, keepdims=True)
-        y = self.emit("add", [self.emit("log", [summed]), peak])
-        return y if keepdims else self.emit("squeeze", [y], axes=axes)
+        peak = self.b.emit("reduce_max", [x], axes=axes, keepdims=True)
+        shifted = self.b.emit("exp", [self.b.emit("sub", [x, peak])])
+        summed = self.b.emit("reduce_sum", [shifted], axes=axes, keepdims=True)
+        y = self.b.emit("add", [self.b.emit("log", [summed]), peak])
+        return y if keepdims else self.b.emit("squeeze", [y], axes=axes)

@@ -46,7 +46,7 @@ def import_shard_node(builder, node: onnx.NodeProto, inputs: list, label: str) -
     v = inputs[0]
     if len(dims) != v.rank:
         raise SdcError(f"node '{label}' (sdc.Shard) gives {len(dims)} dims for a tensor of rank {v.rank}")
-    return builder.emit("shard", [v], {"sharding": [dims, partial]}, fold=False)
+    return builder.emit_all("shard", [v], {"sharding": [dims, partial]}, fold=False)
 
 
 def node_specs(node: onnx.NodeProto) -> dict[str, Any]:
@@ -107,4 +107,4 @@ def annotate(builder, v, spec, mesh: dict[str, int] | None, label: str):
     dims, partial = spec_sharding(spec, v.rank, mesh, label)
     if not any(dims):
         return v
-    return builder.emit("shard", [v], {"sharding": [dims, partial]}, fold=False)[0]
+    return builder.emit_all("shard", [v], {"sharding": [dims, partial]}, fold=False)[0]

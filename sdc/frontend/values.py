@@ -1,6 +1,7 @@
 """Values while importing: run-time tensors, compile-time constants, and symbolic shape vectors.
 
-Importers see three kinds of value, and `Builder.emit` decides which one an op produces:
+Importers see three kinds of value, and `Builder.emit` (sdc/frontend/builder.py) decides which
+one an op produces:
 
 - a constant (`V.const`, a numpy array): every input known at compile time, so the op is
   evaluated right away by its reference semantics (this folds weights that a graph computes,
@@ -17,23 +18,15 @@ ones as `sdc.parameter` whose data goes to the weights.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
 
 import numpy as np
 import sympy
 import torch
 
 from sdc import dtypes
-from sdc.dialect import op_classes as D
-from sdc.dialect.dense import DenseValue
-from sdc.dialect.opdef import OPS, RefEnv
-from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec
-from sdc.dialect.symexpr import SymExprError, to_text
+from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec
 from sdc.mlir import ir
-
-INLINE_LIMIT = 256  # constants up to this many elements stay in the IR text
-FOLD_LIMIT = 1 << 26  # never evaluate a compile-time op producing more elements than this
 
 
 def sym_int(d):
@@ -159,87 +152,6 @@ def spec_of(v: V) -> TensorSpec:
 
 def ir_shape(sym: tuple) -> TensorSpec:
     return tuple(d if is_int(d) else DYN for d in sym)
-
-
-class Builder:
-    """Emits sdc ops at the current insertion point, folding what is known at compile time."""
-
-    def __init__(self, params: dict[str, np.ndarray], name_hint: Callable[[], str]):
-        self.params = params
-        self.name_hint = name_hint
-        self.loc: ir.Location | None = None
-
-    # ---------------------------------------------------------------- materialization
-
-    def tensor(self, v: V, name: str | None = None) -> ir.Value:
-        """The run-time value of `v`, creating a constant or parameter op if needed."""
-        if v.value is not None:
-            return v.value
-        if v.is_symbolic:
-            if v.rank != 1:
-                raise ShapeError("a symbolic shape value of rank other than 1 is needed at run time")
-            dims = [d if is_int(d) else self.dim_text(d) for d in v.ints()]
-            return D.create("dim_values", [], {"dims": dims}, loc=self.loc).results[0]
-        t = v.as_torch()
-        if t.numel() <= INLINE_LIMIT and v.dtype != "bf16":
-            op = D.create("constant", [], {"value": DenseValue(t.contiguous(), v.dtype)}, loc=self.loc)
-        else:
-            pname = name or v.name or self.name_hint()
-            base, i = pname, 1
-            while pname in self.params:
-                i += 1
-                pname = f"{base}_{i}"
-            self.params[pname] = t.contiguous()
-            ttype = D.tensor_type(TensorSpec(tuple(t.shape), v.dtype))
-            op = D.create("parameter", [], {"name": pname}, result_types=[ttype], loc=self.loc)
-        v.value = op.results[0]  # later uses share the one constant or parameter
-        return v.value
-
-    @staticmethod
-    def dim_text(d) -> str:
-        try:
-            return to_text(d)
-        except SymExprError as e:
-            raise ShapeError(str(e)) from None
-
-    # ---------------------------------------------------------------- emitting
-
-    def emit(self, name: str, inputs: list[V], attrs: dict | None = None, *, fold: bool = True) -> list[V]:
-        """Emit `sdc.<name>` on `inputs` (or evaluate it now if every input is known)."""
-        opdef = OPS[name]
-        attrs = opdef.with_defaults(dict(attrs or {}))
-        specs = opdef.shape(SymbolicShapes(), [spec_of(v) for v in inputs], attrs) if opdef.shape else None
-        if specs is not None:
-            specs = [TensorSpec(tuple(sym_int(d) for d in s.shape), s.dtype) for s in specs]
-        if fold and opdef.pure and inputs and all(v.is_const for v in inputs) and specs is not None:
-            size = sum(_numel(s.shape) for s in specs)
-            if size is not None and size <= FOLD_LIMIT:
-                out = opdef.ref(RefEnv(), attrs, *[v.as_torch() for v in inputs])
-                outs = list(out) if isinstance(out, (tuple, list)) else [out]
-                return [torch_value(t) for t in outs]
-        operands = [self.tensor(v) for v in inputs]
-        spec_attrs = {k: self._attr_text(v) for k, v in attrs.items()}
-        result_types = [D.tensor_type(TensorSpec(ir_shape(s.shape), s.dtype)) for s in specs] if specs else None
-        op = D.create(name, operands, spec_attrs, result_types=result_types, loc=self.loc)
-        return [V(s.dtype, tuple(s.shape), value=r) for s, r in zip(specs, op.results)]
-
-    def emit1(self, name: str, inputs: list[V], attrs: dict | None = None) -> V:
-        return self.emit(name, inputs, attrs)[0]
-
-    def _attr_text(self, value):
-        """Shape attributes may hold sympy dims: print them as dim expressions."""
-        if isinstance(value, (list, tuple)) and any(isinstance(x, sympy.Basic) for x in value):
-            return [self.dim_text(x) if isinstance(x, sympy.Basic) and not x.is_Integer else int(x) for x in value]
-        return value
-
-
-def _numel(shape) -> int | None:
-    n = 1
-    for d in shape:
-        if not is_int(d):
-            return None
-        n *= d
-    return n
 
 
 _IDENT = re.compile(r"[^A-Za-z0-9_]")

@@ -12,15 +12,21 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from sdc.diagnostics import SdcError
 from sdc.runtime.artifact import Artifact, WeightInfo, read_artifact
-from sdc.runtime.executor import CpuExecutor
 from sdc.runtime.format import MANIFEST, PLAN
 from sdc.runtime.signature import Guard, Signature, TensorInfo, parse_guard
+from sdc.target import get_target, supported_targets
+
+# torch, and the executor that needs it, load on first use: `sdc inspect` reads an artifact without them.
+if TYPE_CHECKING:
+    import torch
+else:
+    from sdc.lazy import lazy_import
+
+    torch = lazy_import("torch")
 
 __all__ = ["load", "Executable", "TensorInfo", "Guard", "WeightInfo", "read_artifact"]
 
@@ -49,15 +55,17 @@ class Executable:
         if device.type != "cpu":
             weights = {k: v.to(device) for k, v in weights.items()}
         self._shardings = _io_shardings(artifact, len(self.inputs), len(self.outputs)) if comm is not None else None
+        from sdc.runtime.executor import ReferenceExecutor  # here, not at the top: it imports torch
+
         try:
-            # Tensors made while preparing (fused kernels' folded weights) go where the weights are.
+            # Tensors made while preparing (streams, buffers) go where the weights are.
             with torch.device(device) if device.type != "cpu" else contextlib.nullcontext():
-                self._executor = CpuExecutor(artifact.rank_plan(rank), weights, manifest["mesh"],
-                                             lambda msg: artifact.error(PLAN, msg), comm=comm, device=device)
+                self._executor = ReferenceExecutor(artifact.program(rank), weights, manifest["mesh"],
+                                                   lambda msg: artifact.error(PLAN, msg), comm=comm, device=device)
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise artifact.error(PLAN, f"is malformed ({type(e).__name__}: {e})") from None
         self._weight_storages = {_storage(t) for t in weights.values()}
-        self.kernel_count = len({op.kernel for op in self._executor.program})
+        self.kernel_count = self._executor.kernel_count
         # Something alive as long as this executable (sdc.compile's temporary directory).
         self._keepalive: Any = None
 
@@ -127,9 +135,10 @@ def load(path: str | os.PathLike, device: str | torch.device | None = None, *, c
 
     artifact = read_artifact(Path(path))
     target = artifact.manifest["target"]
-    if target != "cpu":
+    if not get_target(target).supported:
+        able = ", ".join(f"'{name}'" for name in supported_targets())
         raise SdcError(f"artifact '{artifact.root}' is compiled for target '{target}'; "
-                       "this runtime runs 'cpu' artifacts only so far")
+                       f"this runtime runs {able} artifacts only so far")
     env = D.launch_env()
     dev = _device(device, env)
     partitioned = "shardings" in artifact.plan
@@ -151,8 +160,7 @@ def _join(artifact: Artifact, dev: torch.device, D, timeout: float | None):
     mesh = Mesh.of(artifact.manifest["mesh"])
     seconds = timeout if timeout is not None else D.default_timeout()
     env = D.join(artifact.world_size, dev, seconds)
-    plan = artifact.rank_plan(env.rank)
-    axis_sets = D.collective_axes(plan)
+    axis_sets = artifact.program(env.rank).collective_axes()
     for s in _io_shardings(artifact, len(artifact.manifest["entry"]["inputs"]),
                            len(artifact.manifest["entry"]["outputs"]))[1]:
         if s is not None:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sdc import dtypes
 from sdc.diagnostics import SdcError
-from sdc.runtime.format import FORMAT, FORMAT_VERSION, MANIFEST, PLAN, PROGRAM, TARGETS, sha256_file
+from sdc.runtime.format import FORMAT, FORMAT_VERSION, MANIFEST, PLAN, PROGRAM, sha256_file
+from sdc.runtime.plan_schema import PlanError, RankProgram, parse_rank_plan
+from sdc.target import TARGETS, unknown_target
 
 # safetensors dtype names -> sdc element type names
 SAFETENSORS_DTYPES = {
@@ -43,6 +45,7 @@ class Artifact:
     root: Path
     manifest: dict
     plan: dict
+    programs: dict[int, RankProgram] = field(default_factory=dict)  # each rank's plan, checked and typed
 
     def error(self, file: str, message: str) -> SdcError:
         return artifact_error(self.root, file, message)
@@ -60,6 +63,12 @@ class Artifact:
             if entry["rank"] == rank:
                 return entry
         raise self.error(PLAN, f"has no plan for rank {rank} (world size {self.world_size})")
+
+    def program(self, rank: int) -> RankProgram:
+        """The rank's plan as typed steps (checked when the artifact was read)."""
+        if rank not in self.programs:
+            raise self.error(PLAN, f"has no plan for rank {rank} (world size {self.world_size})")
+        return self.programs[rank]
 
     def weights_path(self, rank: int) -> tuple[str, Path]:
         rel = self.rank_plan(rank)["weights"]
@@ -145,6 +154,9 @@ def _check_manifest(root: Path, m: Any) -> None:
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise bad(f"is not an sdc artifact manifest (its 'format' must be \"{FORMAT}\")")
     version = m.get("format_version")
+    if isinstance(version, int) and not isinstance(version, bool) and 1 <= version < FORMAT_VERSION:
+        raise SdcError(f"artifact '{root}' has format version {version}; this sdc reads version {FORMAT_VERSION}: "
+                       "recompile the model (sdc compile ...)")
     if version != FORMAT_VERSION:
         raise bad(f"format version {version!r} is not supported (this sdc reads version {FORMAT_VERSION})")
     for key, kind in (("sdc_version", str), ("target", str), ("world_size", int), ("mesh", dict),
@@ -152,7 +164,7 @@ def _check_manifest(root: Path, m: Any) -> None:
         if not isinstance(m.get(key), kind) or isinstance(m.get(key), bool):
             raise bad(f"field '{key}' is missing or not a {kind.__name__}")
     if m["target"] not in TARGETS:
-        raise bad(f"unknown target '{m['target']}' (targets: {', '.join(TARGETS)})")
+        raise bad(unknown_target(m["target"]))
     if m["world_size"] < 1:
         raise bad(f"world_size must be at least 1, found {m['world_size']}")
     entry = m["entry"]
@@ -217,9 +229,10 @@ def _check_plan(a: Artifact) -> None:
         raise bad(f"must have one plan per rank 0..{a.world_size - 1}")
     n_in, n_out = len(a.manifest["entry"]["inputs"]), len(a.manifest["entry"]["outputs"])
     for r in plan["ranks"]:
-        for key, kind in (("weights", str), ("values", dict), ("inputs", list), ("outputs", list), ("steps", list)):
-            if not isinstance(r.get(key), kind):
-                raise bad(f"rank {r['rank']}: field '{key}' is missing or not a {kind.__name__}")
+        try:
+            a.programs[r["rank"]] = parse_rank_plan(r)
+        except PlanError as e:
+            raise bad(str(e)) from None
         safe_path(a.root, r["weights"], PLAN)
         if r["weights"] not in a.files:
             raise bad(f"rank {r['rank']}: weights file '{r['weights']}' is not listed in manifest.json")

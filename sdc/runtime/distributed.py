@@ -95,7 +95,8 @@ class Communicator:
     def __init__(self, mesh: Mesh, rank: int):
         self.mesh = mesh
         self.rank = rank
-        self.where = ("", "", "")  # (op, location, kernel) of the op about to run, for messages
+        self.where = ("", "", "")  # (op, location, step) of the op about to run, for messages: step is
+        # "collective c5" or "kernel k3" (sdc.runtime.executor sets it)
 
     @property
     def world_size(self) -> int:
@@ -115,10 +116,10 @@ class Communicator:
         return x.narrow(axis, self.index(axes) * block, block)
 
     def describe(self) -> str:
-        op, loc, kernel = self.where
+        op, loc, step = self.where
         text = f"'sdc.{op}'" if op else "a collective"
-        if kernel:
-            text += f" (kernel {kernel}"
+        if step:
+            text += f" ({step}"
             text += f", at {loc})" if loc else ")"
         elif loc:
             text += f" at {loc}"
@@ -516,17 +517,6 @@ def _leave(rank: int, timeout: float) -> None:
         dist.destroy_process_group()
     except Exception:  # noqa: BLE001 (exiting anyway)
         pass
-
-
-def collective_axes(rank_plan: dict) -> list[list[str]]:
-    """Every set of mesh axes the plan's collectives run over."""
-    out = []
-    for step in rank_plan.get("steps", []):
-        for op in step.get("ops", []):
-            axes = op.get("attrs", {}).get("mesh_axes")
-            if isinstance(axes, list) and axes and op.get("op") != "all_slice" and axes not in out:
-                out.append(axes)
-    return out
 
 
 # ---------------------------------------------------------------- a mesh in one process

@@ -1,17 +1,23 @@
-"""The CPU executor: runs one rank's plan by each op's reference semantics (torch CPU ops).
+"""The reference backend's executor: runs one rank's plan (plan.json v2) with torch ops.
 
-Everything the plan says is resolved once, at load time: value ids become list slots, op
-names become reference functions, attributes are decoded (dense constants bound to their
-weights), and each step's `free` list becomes slots to clear. A kernel group of several ops
-is rewritten into fused CPU kernels where one fits, and a layout_cast really reorders the
-bytes (`sdc.runtime.fused`). A call is then a loop over prepared ops, under
+The plan arrives checked and typed (`sdc.runtime.plan_schema.RankProgram`). Everything it says is
+resolved once, at load time: value ids become list slots, weights are bound (viewed back in logical
+order when stored in another layout), each op of a reference kernel group becomes its kernel
+(`sdc.runtime.reference_kernels`: its reference semantics, in place where the planner said so, or the
+layout_cast that moves bytes) with its attributes decoded, and each collective step becomes a call of
+the op's reference semantics through the communicator. The planner decided everything else at
+compile time; the executor only honours it. A call is then a loop over prepared instructions, under
 `torch.inference_mode()`, with no JSON or name lookups in it.
+
+Streams and events: on the CPU everything runs in plan order, so `record` and `wait` do nothing (the
+schema checked that each wait follows its record). On a CUDA device each stream of the plan is a CUDA
+stream (stream 0 the current one), steps run on theirs, and record/wait are CUDA events.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -21,166 +27,250 @@ from sdc.diagnostics import SdcError
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import RefEnv, get_op
 from sdc.dialect.shapes import DYN, TensorSpec
+from sdc.runtime import plan_schema as S
 from sdc.runtime.format import decode_value
-from sdc.runtime.fused import kernel, specialize
+from sdc.runtime.reference_kernels import reference_kernel
+
+ErrorFactory = Callable[[str], SdcError]
+
+
+@dataclass
+class RunState:
+    """What one call carries from step to step besides the values."""
+
+    env: RefEnv
+    spare: dict[int, torch.Tensor] = field(default_factory=dict)  # freed tensors an alloc will reuse
+    events: dict[str, Any] = field(default_factory=dict)  # recorded CUDA events by name
 
 
 @dataclass(frozen=True, eq=False)
 class PreparedOp:
+    """One op of a launch's reference kernel group, or one collective step, ready to run."""
+
     name: str
-    kernel: str
+    step: str  # "kernel k3" or "collective c5", for messages
+    step_id: str
     loc: str
-    ref: Callable[..., Any]
+    kernel: Callable[..., Any]
     attrs: dict
     ins: tuple[int, ...]
     outs: tuple[int, ...]
-    free: tuple[int, ...]  # slots to clear after this op (the last op of its step carries the step's list)
+    declared: TensorSpec | None  # the declared result type (ops whose result type is not inferred)
+    communicates: bool  # uses the communicator: tell it which op it runs, for its messages
+    waits_for_comm: bool  # reads a collective's result: on CUDA, wait for the collective's stream
+    into_buffers: bool  # writes a value an `alloc` step made: copy the result into that buffer
+    stream: Any = None  # the CUDA stream it runs on, or None for the current one
 
     def where(self) -> str:
         return f"{self.loc}: " if self.loc else ""
 
+    def __call__(self, vals: list, state: RunState) -> None:
+        args = [vals[i] for i in self.ins]
+        env = state.env
+        comm = env.comm
+        if comm is not None:
+            if self.waits_for_comm:
+                comm.ready(args)
+            if self.communicates:
+                comm.where = (self.name, self.loc, self.step)
+        if self.declared is not None:
+            env.result_spec = self.declared
+        try:
+            if self.stream is None:
+                out = self.kernel(env, self.attrs, *args)
+            else:
+                with torch.cuda.stream(self.stream):
+                    out = self.kernel(env, self.attrs, *args)
+        except SdcError:
+            raise
+        except Exception as e:
+            raise SdcError(f"{self.where()}'sdc.{self.name}' failed in {self.step}: {e}") from e
+        if not self.outs:
+            return
+        results = [out[0] if isinstance(out, (tuple, list)) else out] if len(self.outs) == 1 else list(out)
+        for slot, t in zip(self.outs, results):
+            if self.into_buffers and vals[slot] is not None:
+                vals[slot].copy_(t)
+            else:
+                vals[slot] = t
 
-class CpuExecutor:
-    def __init__(self, rank_plan: dict, weights: dict[str, torch.Tensor], mesh: dict[str, int], error, comm=None,
-                 device: torch.device | None = None):
-        """`error(message)` makes the SdcError for a malformed plan (naming the artifact and plan.json).
-        `comm` runs the collectives (sdc.runtime.distributed); `device` is where the tensors live."""
+
+@dataclass(frozen=True, eq=False)
+class FreeSlots:
+    slots: tuple[int, ...]
+    keep: tuple[int, ...]  # slots whose memory a later alloc reuses: moved to `spare[slot]`, not dropped
+
+    def __call__(self, vals: list, state: RunState) -> None:
+        for slot in self.keep:
+            state.spare[slot] = vals[slot]
+        for slot in self.slots:
+            vals[slot] = None
+
+
+@dataclass(frozen=True, eq=False)
+class AllocBuffer:
+    slot: int
+    shape: tuple  # ints and symbolic dims (names, expressions such as "B//2"), evaluated per call
+    dtype: torch.dtype
+    device: torch.device | None
+    reuses: int | None  # the slot of a freed value whose memory to take when it is large enough
+
+    def __call__(self, vals: list, state: RunState) -> None:
+        shape = tuple(state.env.dim(d) for d in self.shape)
+        old = state.spare.pop(self.reuses, None) if self.reuses is not None else None
+        need = dtypes.itemsize(dtypes.from_torch(self.dtype))
+        for d in shape:
+            need *= d
+        if old is not None and old.untyped_storage().nbytes() >= need:
+            buffer = torch.empty(0, dtype=self.dtype, device=old.device)
+            buffer.set_(old.untyped_storage(), 0, shape)
+        else:
+            buffer = torch.empty(shape, dtype=self.dtype, device=self.device)
+        vals[self.slot] = buffer
+
+
+@dataclass(frozen=True, eq=False)
+class EventStep:
+    """record (`record=True`) or wait on a CUDA device; nothing on the CPU (plan order is run order)."""
+
+    event: str
+    stream: Any  # the CUDA stream, or None for the current one
+    record: bool
+
+    def __call__(self, vals: list, state: RunState) -> None:
+        events = state.events
+        stream = self.stream or torch.cuda.current_stream()
+        if self.record:
+            event = torch.cuda.Event()
+            event.record(stream)
+            events[self.event] = event
+        else:
+            stream.wait_event(events[self.event])
+
+
+class ReferenceExecutor:
+    """Runs one rank's plan; build it once per loaded artifact, call `run` per inference."""
+
+    def __init__(self, program: S.RankProgram, weights: dict[str, torch.Tensor], mesh: dict[str, int],
+                 error: ErrorFactory, comm: Any = None, device: torch.device | None = None):
+        """`error(message)` makes the SdcError for a plan that does not fit its weights (naming the
+        artifact and plan.json). `comm` runs the collectives (sdc.runtime.distributed); `device` is
+        where the tensors live."""
         self.mesh = dict(mesh)
         self.comm = comm
         self.device = device
-        self.params = weights
-        values = rank_plan["values"]
-        self.slots = {vid: i for i, vid in enumerate(values)}
-        self.specs = {vid: _spec(vid, v, error) for vid, v in values.items()}
+        cuda = device is not None and device.type == "cuda"
+        self.streams = [None] + [torch.cuda.Stream(device) if cuda else None for _ in program.streams[1:]]
+        self.slots = {vid: i for i, vid in enumerate(program.values)}
+        self.specs = {vid: _spec(v) for vid, v in program.values.items()}
         self.initial: list[torch.Tensor | None] = [None] * len(self.slots)
-        defined: set[str] = set()
-        for vid, v in values.items():
-            if "weight" in v:
-                self.initial[self.slots[vid]] = _weight(weights, v["weight"], self.specs[vid], error, vid,
-                                                        v.get("layout"))
-                defined.add(vid)
-        self.input_slots = [self._slot(vid, "inputs", error) for vid in rank_plan["inputs"]]
-        defined.update(rank_plan["inputs"])
-        self.uses = _uses(rank_plan, self.slots)
-        self.program: list[PreparedOp] = []
-        for step in rank_plan["steps"]:
-            self._prepare_step(step, defined, weights, error)
-        missing = [vid for vid in rank_plan["outputs"] if vid not in defined]
-        if missing:
-            raise error(f"output value '{missing[0]}' is never computed")
-        self.output_slots = [self._slot(vid, "outputs", error) for vid in rank_plan["outputs"]]
+        for vid, v in program.values.items():
+            if v.weight is not None:
+                self.initial[self.slots[vid]] = _weight(weights, v, error)
+        self.input_slots = [self.slots[vid] for vid in program.inputs]
+        self.output_slots = [self.slots[vid] for vid in program.outputs]
+        reused = {s.reuses for s in program.steps if isinstance(s, S.Alloc) and s.reuses is not None}
+        allocated = {s.value for s in program.steps if isinstance(s, S.Alloc)}
+        from_comm: set[str] = set()
+        self.program: list[Callable[[list, RunState], None]] = []
+        self.kernel_count = 0
+        for step in program.steps:
+            if isinstance(step, S.Launch):
+                self.kernel_count += 1
+                for entry in step.ops:
+                    self.program.append(self._op(step, entry, weights, error, allocated, from_comm))
+            elif isinstance(step, S.Collective):
+                self.program.append(self._collective(step, weights, error, allocated, from_comm))
+                from_comm.update(step.outputs)
+            elif isinstance(step, S.Free):
+                self.program.append(FreeSlots(tuple(self.slots[v] for v in step.values),
+                                              tuple(self.slots[v] for v in step.values if v in reused)))
+            elif isinstance(step, S.Alloc):
+                v = program.values[step.value]
+                self.program.append(AllocBuffer(self.slots[step.value], v.shape,
+                                                dtypes.to_torch(v.dtype), device,
+                                                self.slots[step.reuses] if step.reuses is not None else None))
+            elif isinstance(step, (S.Record, S.Wait)) and cuda:
+                self.program.append(EventStep(step.event, self.streams[step.stream], isinstance(step, S.Record)))
 
-    def _slot(self, vid: Any, where: str, error) -> int:
-        if vid not in self.slots:
-            raise error(f"{where} refers to value '{vid}', which is not in the values table")
-        return self.slots[vid]
+    def _op(self, step: S.Launch, entry: S.OpEntry, weights: dict, error: ErrorFactory, allocated: set[str],
+            from_comm: set[str]) -> PreparedOp:
+        opdef = _opdef(entry.op, step, error)
+        attrs = self._attrs(entry.attrs, weights, step.where, error)
+        try:
+            kernel = reference_kernel(opdef.name, opdef.ref, entry.in_place)
+        except ValueError as e:
+            raise error(f"{step.where}: {e}") from None
+        return PreparedOp(
+            name=opdef.name, step=f"kernel {step.id}", step_id=step.id, loc=entry.loc, kernel=kernel, attrs=attrs,
+            ins=tuple(self.slots[v] for v in entry.inputs), outs=tuple(self.slots[v] for v in entry.outputs),
+            declared=self._declared(opdef, entry.outputs), communicates=opdef.family == "collective",
+            waits_for_comm=any(v in from_comm for v in entry.inputs),
+            into_buffers=any(v in allocated for v in entry.outputs), stream=self.streams[step.stream])
 
-    def _prepare_step(self, step: dict, defined: set[str], weights: dict, error) -> None:
-        kid = step.get("id", "?")
-        if step.get("kind") != "kernel":
-            raise error(f"step '{kid}' has kind {step.get('kind')!r}; the CPU executor runs 'kernel' steps")
-        ops = step.get("ops")
-        if not isinstance(ops, list) or not ops:
-            raise error(f"kernel '{kid}' has no ops")
-        free = tuple(self._slot(v, f"kernel '{kid}' free list", error) for v in step.get("free", []))
-        prepared: list[PreparedOp] = []
-        for i, entry in enumerate(ops):
-            name = entry.get("op")
-            try:
-                opdef = get_op(name)
-            except (KeyError, TypeError):
-                raise error(f"kernel '{kid}' uses unknown op {name!r}") from None
-            for vid in entry.get("inputs", []):
-                if vid not in defined:
-                    raise error(f"kernel '{kid}' reads value '{vid}' before it is computed")
-            outs = entry.get("outputs", [])
-            try:
-                attrs = {k: decode_value(v, lambda w: _dense(weights, w)) for k, v in
-                         entry.get("attrs", {}).items()}
-            except ValueError as e:
-                raise error(f"kernel '{kid}': {e}") from None
-            if opdef.shape is None and outs:
-                attrs["_result_spec"] = self.specs[outs[0]] if outs[0] in self.specs else None
-            prepared.append(PreparedOp(
-                name=opdef.name, kernel=kid, loc=entry.get("loc") or "", ref=kernel(opdef.name, opdef.ref),
-                attrs=attrs,
-                ins=tuple(self._slot(v, f"kernel '{kid}'", error) for v in entry.get("inputs", [])),
-                outs=tuple(self._slot(v, f"kernel '{kid}'", error) for v in outs),
-                free=free if i == len(ops) - 1 else (),
-            ))
-            defined.update(outs)
-        self.program.extend(specialize(prepared, self.uses, self.initial, self._add_weight))
+    def _collective(self, step: S.Collective, weights: dict, error: ErrorFactory, allocated: set[str],
+                    from_comm: set[str]) -> PreparedOp:
+        opdef = _opdef(step.op, step, error)
+        if opdef.family != "collective":
+            raise error(f"{step.where}: 'sdc.{opdef.name}' is not a collective")
+        attrs = self._attrs(step.attrs, weights, step.where, error)
+        attrs["mesh_axes"] = list(step.mesh_axes)
+        return PreparedOp(
+            name=opdef.name, step=f"collective {step.id}", step_id=step.id, loc=step.loc, kernel=opdef.ref,
+            attrs=opdef.with_defaults(attrs), ins=tuple(self.slots[v] for v in step.inputs),
+            outs=tuple(self.slots[v] for v in step.outputs), declared=self._declared(opdef, step.outputs),
+            communicates=True, waits_for_comm=any(v in from_comm for v in step.inputs),
+            into_buffers=any(v in allocated for v in step.outputs), stream=self.streams[step.stream])
 
-    def _add_weight(self, tensor: torch.Tensor) -> int:
-        """A new slot holding a tensor made at load time (a fused kernel's folded weights)."""
-        self.initial.append(tensor)
-        return len(self.initial) - 1
+    def _attrs(self, raw: dict, weights: dict, where: str, error: ErrorFactory) -> dict:
+        try:
+            return {k: decode_value(v, lambda w: _dense(weights, w)) for k, v in raw.items()}
+        except ValueError as e:
+            raise error(f"{where}: {e}") from None
+
+    def _declared(self, opdef, outputs: tuple[str, ...]) -> TensorSpec | None:
+        return self.specs[outputs[0]] if opdef.shape is None and outputs else None
 
     def run(self, inputs: list[torch.Tensor], symbols: dict[str, int]) -> list[torch.Tensor]:
-        env = RefEnv(symbols=symbols, mesh=self.mesh, comm=self.comm)
-        env.params = self.params
+        state = RunState(RefEnv(symbols=symbols, mesh=self.mesh, comm=self.comm))
         vals = self.initial.copy()
         for slot, t in zip(self.input_slots, inputs):
             vals[slot] = t
-        comm = self.comm
         on_device = torch.device(self.device) if self.device is not None and self.device.type != "cpu" else None
         with torch.inference_mode(), (on_device or contextlib.nullcontext()):
-            for op in self.program:
-                try:
-                    if comm is not None:
-                        comm.where = (op.name, op.loc, op.kernel)
-                        args = [vals[i] for i in op.ins]
-                        comm.ready(args)
-                        out = op.ref(env, op.attrs, *args)
-                    else:
-                        out = op.ref(env, op.attrs, *[vals[i] for i in op.ins])
-                except SdcError:
-                    raise
-                except Exception as e:
-                    raise SdcError(f"{op.where()}'sdc.{op.name}' failed in kernel {op.kernel}: {e}") from e
-                if len(op.outs) == 1:
-                    vals[op.outs[0]] = out[0] if isinstance(out, (tuple, list)) else out
-                elif op.outs:
-                    for slot, t in zip(op.outs, out):
-                        vals[slot] = t
-                for slot in op.free:
-                    vals[slot] = None
+            for instruction in self.program:
+                instruction(vals, state)
         return [vals[i] for i in self.output_slots]
 
 
-def _uses(rank_plan: dict, slots: dict[str, int]) -> dict[int, int]:
-    """How many op inputs read each slot, an entry output counting as one more reader."""
-    uses: dict[int, int] = {}
-    readers = [vid for step in rank_plan["steps"] for op in step.get("ops", []) if isinstance(op, dict)
-               for vid in op.get("inputs", [])]
-    for vid in [*readers, *rank_plan["outputs"]]:
-        if vid in slots:
-            uses[slots[vid]] = uses.get(slots[vid], 0) + 1
-    return uses
+def _opdef(name: str, step: S.Step, error: ErrorFactory):
+    try:
+        return get_op(name)
+    except KeyError:
+        raise error(f"{step.where}: unknown op {name!r}") from None
 
 
-def _spec(vid: str, v: Any, error) -> TensorSpec:
-    if not isinstance(v, dict) or not isinstance(v.get("shape"), list) or not dtypes.is_known(str(v.get("dtype"))):
-        raise error(f"value '{vid}' must have a 'shape' list and a known 'dtype', found {v!r}")
-    return TensorSpec(tuple(d if isinstance(d, int) else DYN for d in v["shape"]), v["dtype"])
+def _spec(v: S.Value) -> TensorSpec:
+    return TensorSpec(tuple(d if isinstance(d, int) else DYN for d in v.shape), v.dtype)
 
 
-def _weight(weights: dict, name: Any, spec: TensorSpec, error, vid: str, layout: Any = None) -> torch.Tensor:
-    if name not in weights:
-        raise error(f"value '{vid}' refers to weight {name!r}, which is not in the weights file")
-    t = weights[name]
-    if layout is not None:  # stored in physical order `layout`: view it in logical order
-        if not isinstance(layout, list) or sorted(layout) != list(range(t.dim())):
-            raise error(f"value '{vid}' has layout {layout!r}, which is not a permutation of its weight's "
-                        f"{t.dim()} dims")
-        inverse = [0] * len(layout)
-        for i, p in enumerate(layout):
+def _weight(weights: dict, v: S.Value, error: ErrorFactory) -> torch.Tensor:
+    if v.weight not in weights:
+        raise error(f"value '{v.id}' refers to weight {v.weight!r}, which is not in the weights file")
+    t = weights[v.weight]
+    if v.layout is not None:  # stored in physical order `layout`: view it in logical order
+        if len(v.layout) != t.dim():
+            raise error(f"value '{v.id}' has layout {list(v.layout)!r}, which is not a permutation of its "
+                        f"weight's {t.dim()} dims")
+        inverse = [0] * len(v.layout)
+        for i, p in enumerate(v.layout):
             inverse[p] = i
         t = t.permute(inverse)
     got = dtypes.from_torch(t.dtype)
+    spec = _spec(v)
     if got != spec.dtype or len(t.shape) != spec.rank or any(
             isinstance(want, int) and want != size for size, want in zip(t.shape, spec.shape)):
-        raise error(f"weight '{name}' is {got}{list(t.shape)} in the weights file, value '{vid}' is {spec}")
+        raise error(f"weight '{v.weight}' is {got}{list(t.shape)} in the weights file, value '{v.id}' is {spec}")
     return t
 
 
@@ -189,4 +279,3 @@ def _dense(weights: dict, name: str) -> DenseValue:
         raise ValueError(f"attribute refers to weight '{name}', which is not in the weights file")
     t = weights[name]
     return DenseValue(t, dtypes.from_torch(t.dtype))
-

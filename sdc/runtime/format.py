@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 FORMAT = "sdc-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: plan.json steps are alloc / launch / collective / record / wait / free
 
 MANIFEST = "manifest.json"
 PROGRAM = "program.mlir"
@@ -20,11 +20,32 @@ PLAN = "plan.json"
 KERNELS_DIR = "kernels"
 WEIGHTS_DIR = "weights"
 
-TARGETS = ("cpu", "cuda")
-
 
 def weights_file(rank: int) -> str:
     return f"{WEIGHTS_DIR}/rank{rank}.safetensors"
+
+
+# ---------------------------------------------------------------- plan.json step kinds (docs/artifact.md)
+
+ALLOC = "alloc"
+LAUNCH = "launch"
+COLLECTIVE = "collective"
+RECORD = "record"
+WAIT = "wait"
+FREE = "free"
+STEP_KINDS = (ALLOC, LAUNCH, COLLECTIVE, RECORD, WAIT, FREE)
+
+REFERENCE = "reference"  # the kernel backend whose kernels are sdc ops run by their reference semantics
+COMPUTE_STREAM = "compute"
+
+
+def launch_ops(step: dict) -> list[dict]:
+    """The ops of a `launch` step's reference kernel group ([] for any other step or backend).
+
+    For readers of plan.json that look at the ops (reports, `sdc inspect`), not for running it."""
+    kernel = step.get("kernel") if step.get("kind") == LAUNCH else None
+    ops = kernel.get("ops") if isinstance(kernel, dict) and kernel.get("backend") == REFERENCE else None
+    return ops if isinstance(ops, list) else []
 
 
 # ---------------------------------------------------------------- attribute values in JSON

@@ -3,21 +3,27 @@
 An input's shape is a list of dims: an int (fixed), a symbol name (any size, but the same
 everywhere the symbol appears, across all inputs), or "?" (any size). Guards are conditions
 over the symbols (`"H % 2 == 0"`), written by the shape solver; they are parsed once, at load
-time, into a small safe evaluator (integers, + - * // %, comparisons, and/or/not).
+time, by the dim grammar of sdc/dialect/symexpr.py into a small safe evaluator (integers,
++ - * // %, comparisons, and/or/not; no eval()).
 """
 
 from __future__ import annotations
 
-import ast
-import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from sdc import dtypes
 from sdc.diagnostics import SdcError
+from sdc.dialect import symexpr
+from sdc.dialect.symexpr import SymExprError
+from sdc.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")  # `sdc inspect` formats shapes without it
 
 UNKNOWN = "?"
 
@@ -50,11 +56,6 @@ def format_shape(shape: Sequence) -> str:
 
 
 # ---------------------------------------------------------------- guards
-
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge}
 
 Expr = Callable[[Mapping[str, int]], Any]
 
@@ -91,86 +92,46 @@ class GuardShape:
 
 
 def parse_guard(condition: str, message: str = "") -> Guard:
-    """Compile a guard condition; raises ValueError on anything but integer arithmetic over symbols."""
+    """Compile a guard condition (sdc/dialect/symexpr.py's condition grammar); raises ValueError on
+    anything but integer arithmetic over symbols."""
     try:
-        tree = ast.parse(condition, mode="eval")
-    except SyntaxError as e:
-        raise ValueError(f"guard '{condition}' is not an expression: {e.msg}") from None
-    names: list[str] = []
-    check = _compile(tree.body, condition, names)
-    return Guard(condition, message, tuple(dict.fromkeys(names)), check, _shape(tree.body, condition))
+        tree = symexpr.parse_condition(condition)
+    except SymExprError as e:
+        if e.token:
+            raise ValueError(f"guard '{condition}' uses '{e.token}': only {symexpr.ALLOWED_IN_CONDITIONS} "
+                             "are allowed") from None
+        raise ValueError(f"guard '{condition}' is not an expression ({e.reason}): only "
+                         f"{symexpr.ALLOWED_IN_CONDITIONS} are allowed") from None
+    return Guard(condition, message, symexpr.free_symbols(tree), symexpr.evaluator(tree), _shape(tree))
 
 
-def _int(node) -> int | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _int(node.operand)
-        return None if inner is None else -inner
-    return None
+def _int(node: symexpr.Node) -> int | None:
+    return node.value if isinstance(node, symexpr.Int) else None
 
 
-def _shape(node, text: str) -> GuardShape | None:
-    if not isinstance(node, ast.Compare):
+def _shape(node: symexpr.Node) -> GuardShape | None:
+    if not isinstance(node, symexpr.Compare):
         return None
-    terms = [node.left, *node.comparators]
-    ops = [type(o) for o in node.ops]
-    if ops == [ast.Eq] and isinstance(terms[0], ast.Name):
+    terms, ops = node.terms, node.ops
+    Sym = symexpr.Sym
+    if ops == ("==",) and isinstance(terms[0], Sym):
         lhs, rhs = terms
-        if isinstance(rhs, ast.Name):
-            return GuardShape("equal", lhs.id, other=rhs.id)
-        return GuardShape("define", lhs.id, expr=_compile(rhs, text, []), expr_text=ast.unparse(rhs))
-    if ops == [ast.Eq] and isinstance(terms[0], ast.BinOp) and isinstance(terms[0].op, ast.Mod) and \
-            isinstance(terms[0].left, ast.Name) and _int(terms[0].right) and _int(terms[1]) is not None:
-        return GuardShape("congruence", terms[0].left.id, modulus=_int(terms[0].right), residue=_int(terms[1]))
-    if ops == [ast.LtE, ast.LtE] and isinstance(terms[1], ast.Name) and _int(terms[0]) is not None and \
+        if isinstance(rhs, Sym):
+            return GuardShape("equal", lhs.name, other=rhs.name)
+        return GuardShape("define", lhs.name, expr=symexpr.evaluator(rhs), expr_text=symexpr.to_text(rhs))
+    first = terms[0]
+    if ops == ("==",) and isinstance(first, symexpr.BinOp) and first.op == "%" and isinstance(first.lhs, Sym) and \
+            _int(first.rhs) and _int(terms[1]) is not None:
+        return GuardShape("congruence", first.lhs.name, modulus=_int(first.rhs), residue=_int(terms[1]))
+    if ops == ("<=", "<=") and isinstance(terms[1], Sym) and _int(terms[0]) is not None and \
             _int(terms[2]) is not None:
-        return GuardShape("bound", terms[1].id, lo=_int(terms[0]), hi=_int(terms[2]))
-    if len(ops) == 1 and isinstance(terms[0], ast.Name) and _int(terms[1]) is not None:
-        if ops[0] is ast.GtE:
-            return GuardShape("bound", terms[0].id, lo=_int(terms[1]))
-        if ops[0] is ast.LtE:
-            return GuardShape("bound", terms[0].id, hi=_int(terms[1]))
+        return GuardShape("bound", terms[1].name, lo=_int(terms[0]), hi=_int(terms[2]))
+    if len(ops) == 1 and isinstance(first, Sym) and _int(terms[1]) is not None:
+        if ops[0] == ">=":
+            return GuardShape("bound", first.name, lo=_int(terms[1]))
+        if ops[0] == "<=":
+            return GuardShape("bound", first.name, hi=_int(terms[1]))
     return None
-
-
-def _compile(node: ast.AST, text: str, names: list[str]) -> Expr:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        value = node.value
-        return lambda env: value
-    if isinstance(node, ast.Name):
-        name = node.id
-        names.append(name)
-        return lambda env: env[name]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
-        inner = _compile(node.operand, text, names)
-        if isinstance(node.op, ast.USub):
-            return lambda env: -inner(env)
-        return lambda env: not inner(env)
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        fn, lhs, rhs = _BINARY[type(node.op)], _compile(node.left, text, names), _compile(node.right, text, names)
-        return lambda env: fn(lhs(env), rhs(env))
-    if isinstance(node, ast.BoolOp):
-        parts = [_compile(v, text, names) for v in node.values]
-        if isinstance(node.op, ast.And):
-            return lambda env: all(p(env) for p in parts)
-        return lambda env: any(p(env) for p in parts)
-    if isinstance(node, ast.Compare) and all(type(o) in _COMPARE for o in node.ops):
-        first = _compile(node.left, text, names)
-        rest = [(_COMPARE[type(o)], _compile(c, text, names)) for o, c in zip(node.ops, node.comparators)]
-
-        def compare(env):
-            lhs = first(env)
-            for fn, term in rest:
-                rhs = term(env)
-                if not fn(lhs, rhs):
-                    return False
-                lhs = rhs
-            return True
-
-        return compare
-    raise ValueError(f"guard '{text}' uses '{ast.unparse(node)}': only integers, symbol names, "
-                     "+ - * // %, comparisons and and/or/not are allowed")
 
 
 # ---------------------------------------------------------------- binding inputs
@@ -236,7 +197,7 @@ class Signature:
             t = value
             if t.device != device:
                 raise SdcError(f"input '{info.name}' is on {t.device}, this executable runs on {device}")
-            got = dtypes.from_torch(t.dtype) if t.dtype in _TORCH_DTYPES else str(t.dtype).replace("torch.", "")
+            got = dtypes.from_torch(t.dtype) if dtypes.is_torch_known(t.dtype) else str(t.dtype).replace("torch.", "")
         else:
             try:
                 array = np.asarray(value)
@@ -392,4 +353,3 @@ class _Missing:
 
 
 _MISSING = _Missing()
-_TORCH_DTYPES = {dtypes.to_torch(n) for n in dtypes.ELEMENT_TYPES}

@@ -35,6 +35,12 @@ def _shape_constraints():
     return ShapeConstraintsPass
 
 
+def _fold_conv_batch_norm():
+    from sdc.transforms.fold_conv_batch_norm import FoldConvBatchNormPass
+
+    return FoldConvBatchNormPass
+
+
 def _sharding_propagation():
     from sdc.transforms.sharding_propagation import ShardingPropagationPass
 
@@ -51,6 +57,7 @@ PASSES: dict[str, Callable[[], type]] = {
     "sdc-verify": _verify,
     "sdc-canonicalize": _canonicalize,
     "sdc-shape-constraints": _shape_constraints,
+    "sdc-fold-conv-batch-norm": _fold_conv_batch_norm,
     "sdc-sharding-propagation": _sharding_propagation,
     "sdc-spmd-partition": _spmd_partition,
     "sdc-layout-constraints": _layout_constraints,

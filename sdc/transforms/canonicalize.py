@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
-from sdc.dialect.op_classes import create, read_attrs, tensor_spec
+from sdc.dialect.ir import read_attrs, tensor_spec
+from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir, rewrite

@@ -1,7 +1,7 @@
 """sdc-fuse: group ops into kernels, one `sdc.fusion` region per group of two or more ops.
 
-Options: target (str, default "cuda"): the machine balance the recomputation rule uses
-(FLOPS_PER_BYTE: `cuda` or `cpu`).
+Options: target (str, default `sdc.target.DEFAULT_TARGET`, "cpu"): a name from the target registry;
+its machine balance (`Target.flops_per_byte`) decides recomputation.
 
 Groups (formed greedily in program order; each op joins the group of one of its producers, or
 starts its own):
@@ -28,7 +28,7 @@ Cost model (memory traffic, in bytes; dynamic dims count as `layout_model.DYNAMI
 - recomputation: a cheap elementwise op (one result, at most CHEAP_FLOPS per element, operands
   from outside its group) whose result leaves its group for other groups that could compute it
   themselves is copied into them when
-      copies x flops / FLOPS_PER_BYTE[target]  <  traffic saved,
+      copies x flops / Target.flops_per_byte  <  traffic saved,
   the traffic saved being the kernels' traffic without the copy minus with it (the value's write
   and reads, less the extra reads of its operands). Anything else is never duplicated.
 
@@ -45,15 +45,15 @@ from typing import Hashable, Sequence
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.attrs import AttrError
-from sdc.dialect.op_classes import read_attrs, tensor_spec
+from sdc.dialect.ir import read_attrs, tensor_spec
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static
 from sdc.dialect.structure import FUSION, YIELD
 from sdc.mlir import ir
+from sdc.target import DEFAULT_TARGET, TARGETS, get_target, target_option_error
 from sdc.transforms import layout_model as lm
 from sdc.transforms.base import ModulePass, PassOptionError, walk_ops
 
-FLOPS_PER_BYTE = {"cuda": 20.0, "cpu": 8.0}  # machine balance: flops that cost as much as one byte moved
 CHEAP_FLOPS = 8  # elementwise ops at most this many flops per element may be recomputed
 PLACE_ATTRS = ("sdc.device", "sdc.rank", "sdc.stage")
 
@@ -332,12 +332,12 @@ def traffic_unfused(graph: FusionGraph) -> int:
     return traffic(graph, [[n] for n in range(len(graph.nodes))])
 
 
-def plan_groups(graph: FusionGraph, target: str = "cuda") -> Grouping:
+def plan_groups(graph: FusionGraph, target: str = DEFAULT_TARGET) -> Grouping:
     """Kernel groups for `graph` (see the module docstring for the rules and the cost model)."""
     isolated: set[int] = set()
     while True:
         groups = [list(m) for m in _Greedy(graph, isolated).run()]
-        recomputed = _recompute(graph, groups, FLOPS_PER_BYTE[target])
+        recomputed = _recompute(graph, groups, get_target(target).flops_per_byte)
         odd = _odd_outputs(graph, groups) - isolated
         if not odd:
             break
@@ -468,16 +468,16 @@ def report(graph: FusionGraph, grouping: Grouping) -> FusionReport:
 
 @dataclass(frozen=True)
 class FusePass(ModulePass):
-    """Options: target (str, default "cuda"): whose machine balance decides recomputation (cuda or cpu)."""
+    """Options: target (str, default "cpu", `sdc.target.DEFAULT_TARGET`): the target whose machine
+    balance decides recomputation; any name in the target registry."""
 
     name = "sdc-fuse"
     summary = "group ops into kernels (sdc.fusion regions): elementwise chains, reductions, matmul/conv epilogues"
-    target: str = "cuda"
+    target: str = DEFAULT_TARGET
 
     def __post_init__(self):
-        if self.target not in FLOPS_PER_BYTE:
-            raise PassOptionError(f"pass '{self.name}' option 'target' must be one of "
-                                  f"{', '.join(FLOPS_PER_BYTE)}, found '{self.target}'")
+        if self.target not in TARGETS:
+            raise PassOptionError(target_option_error(self.name, self.target))
 
     def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
         for fn in walk_ops(module, "func.func"):

@@ -1,7 +1,8 @@
 """sdc-layout-constraints: choose a physical layout for every tensor, and cast only where needed.
 
-Options: target (str, default "cuda"): whose layout table to use (`cuda` or `cpu`; see
-`sdc.transforms.layout_model.LAYOUT_MAPS`).
+Options: target (str, default `sdc.target.DEFAULT_TARGET`, "cpu"): a name from the target registry;
+its layout preferences (`Target.preferred_layouts`) make the layout table
+(`sdc.transforms.layout_model.layout_table`).
 
 The pass reads each function into a `LayoutProblem`, solves it for the least total cost over the
 whole function (`layout_model.solve`: op preferences plus the bytes casts move, minimized exactly
@@ -29,13 +30,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sdc import dtypes
-from sdc.diagnostics import DiagnosticSink, parse_location
+from sdc.diagnostics import DiagnosticSink
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError
-from sdc.dialect.op_classes import create, read_attrs, tensor_spec
+from sdc.dialect.ir import op_label, read_attrs, tensor_spec
+from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir
+from sdc.target import DEFAULT_TARGET, TARGETS, target_option_error
 from sdc.transforms import layout_model as lm
 from sdc.transforms.base import ModulePass, PassOptionError, walk_ops
 
@@ -46,16 +49,16 @@ WEIGHT_OPS = ("sdc.parameter", "sdc.constant")
 
 @dataclass(frozen=True)
 class LayoutConstraintsPass(ModulePass):
-    """Options: target (str, default "cuda"): the layout table to use, `cuda` or `cpu`."""
+    """Options: target (str, default "cpu", `sdc.target.DEFAULT_TARGET`): the target whose layout
+    preferences decide; any name in the target registry."""
 
     name = "sdc-layout-constraints"
     summary = "assign per-target tensor layouts minimizing whole-function cost; insert minimal layout_casts"
-    target: str = "cuda"
+    target: str = DEFAULT_TARGET
 
     def __post_init__(self):
-        if self.target not in lm.LAYOUT_MAPS:
-            raise PassOptionError(f"pass '{self.name}' option 'target' must be one of "
-                                  f"{', '.join(lm.LAYOUT_MAPS)}, found '{self.target}'")
+        if self.target not in TARGETS:
+            raise PassOptionError(target_option_error(self.name, self.target))
 
     def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
         for fn in walk_ops(module, "func.func"):
@@ -143,7 +146,7 @@ class _FunctionLayouts:
         ranks = [tensor_spec(r.type).rank for r in op.results]
         pins = self._op_pins(op, ranks)
         if op.name in WEIGHT_OPS:
-            t = self._tensor(op.results[0], "weight", pins[0] if pins else None, _label(op))
+            t = self._tensor(op.results[0], "weight", pins[0] if pins else None, op_label(op))
             self.weight_ops[t] = op
             return
         try:
@@ -155,7 +158,7 @@ class _FunctionLayouts:
         results = tuple(self._tensor(r, "op") for r in op.results)
         axes, keepdims = _reduced_axes(attrs, self.tensors[operands[0]].rank if operands else 0)
         self.ops.append(lm.OpInfo(opdef.name, opdef.family, operands, results, axes, keepdims,
-                                  tuple(pins) if pins else (), _label(op)))
+                                  tuple(pins) if pins else (), op_label(op)))
         self.op_handles.append(op)
 
     def _signature_pins(self, key: str, n: int) -> list:
@@ -255,12 +258,6 @@ def _reduced_axes(attrs: dict, rank: int) -> tuple[tuple[int, ...], bool]:
     if "axis" in attrs and "keepdims" in attrs and rank:
         return (attrs["axis"] % rank,), bool(attrs["keepdims"])
     return (), True
-
-
-def _label(op: ir.Operation) -> str:
-    loc, name = parse_location(str(op.location))
-    where = name or (f"{loc.file}:{loc.line}" if loc else "")
-    return f"'{op.name}' ({where})" if where else f"'{op.name}'"
 
 
 def _cast_location(value: ir.Value, consumer: ir.Operation) -> ir.Location:

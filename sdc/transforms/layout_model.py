@@ -14,10 +14,11 @@ Layouts
     dims that are not statically 1 the same way: the bytes lie in the same order (a [1, 2048, 1, 1]
     tensor is the same memory NCHW and NHWC), and a cast between them moves nothing.
 
-Tables (LAYOUT_MAPS)
+Tables (layout_table)
     Per target, per op name or family, a `Rule`: how the op's operands and results follow the
     layout it runs in (its `relation`), and the relative cost of each layout kind it accepts. The
-    targets are data: adding one is adding a table.
+    rules are target-neutral (`_SHARED`) except where the target registry (`sdc.target`) says an op
+    prefers a layout (`Target.preferred_layouts`): a new target is a registry entry, not a table.
       uniform      operands of the op's rank follow its layout; broadcast operands of lower rank follow
                    it projected onto their (trailing) dims; results have its layout
       reduce       the operand follows the op's layout; a result without the reduced axes has that
@@ -47,7 +48,10 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Sequence
+
+from sdc.target import get_target
 
 Perm = tuple[int, ...]
 
@@ -157,27 +161,26 @@ _SHARED = {
     "slice": Rule("uniform", _ANY, "slicing follows the remapped axes"),
     "pad": Rule("uniform", _ANY, "padding follows the remapped axes"),
     "split": Rule("uniform", _ANY, "splitting follows the remapped axis"),
+    "convolution": Rule("uniform", _ANY, "convolution takes any layout its operands agree on"),
     "*": Rule("rigid", {ROW_MAJOR: 0.0}, "this op reads and writes row-major tensors"),
 }
 
-LAYOUT_MAPS: dict[str, dict[str, Rule]] = {
-    "cuda": {
-        **_SHARED,
-        "convolution": Rule("uniform", {CHANNELS_LAST: 0.0, ROW_MAJOR: 1.0},
-                            "convolution prefers NHWC on cuda (tensor cores); NCHW costs a transpose inside"),
-    },
-    "cpu": {
-        **_SHARED,
-        "convolution": Rule("uniform", {CHANNELS_LAST: 0.0, ROW_MAJOR: 1.0},
-                            "torch's CPU convolutions (oneDNN) run channels-last about twice as fast as NCHW"),
-    },
-}
-TARGETS = tuple(LAYOUT_MAPS)
+
+@lru_cache(maxsize=None)
+def layout_table(target: str) -> dict[str, Rule]:
+    """The rules on `target`: the shared ones, with the costs of the ops the target prefers in one
+    layout (`Target.preferred_layouts`) set from the registry. SdcError for an unknown target."""
+    table = dict(_SHARED)
+    for pref in get_target(target).preferred_layouts:
+        base = table[pref.op]
+        other = ROW_MAJOR if pref.layout == CHANNELS_LAST else CHANNELS_LAST
+        table[pref.op] = Rule(base.relation, {pref.layout: 0.0, other: pref.other_cost}, pref.why)
+    return table
 
 
 def rule_for(target: str, name: str, family: str) -> Rule:
     """The rule of an op (`name` without the `sdc.` prefix) on `target`: by name, then family."""
-    table = LAYOUT_MAPS[target]
+    table = layout_table(target)
     return table.get(name) or table.get(family) or table["*"]
 
 

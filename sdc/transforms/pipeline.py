@@ -1,15 +1,19 @@
 """Pass pipelines as text: `sdc-verify,sdc-canonicalize{fold=false},cse,func.func(cse)`.
 
 sdc passes and upstream MLIR passes mix freely; sdc-opt, the compile driver and the tests all
-build their PassManagers here.
+build their PassManagers here. The compile pipeline of each target is named here too
+(`COMPILE_PIPELINES`, `compile_pipeline(options)`): the driver runs what this table says.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
-from sdc.diagnostics import DiagnosticSink, PipelineError
+from sdc.diagnostics import DiagnosticSink, PipelineError, SdcError
 from sdc.mlir import MLIRError, PassManager
+from sdc.options import CompileOptions
+from sdc.target import TARGETS
 from sdc.transforms import PASSES, get_pass
 from sdc.transforms.base import PassOptionError
 
@@ -104,3 +108,72 @@ def _mlir_reason(e: Exception) -> str:
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     errors = [ln.split("error:", 1)[1].strip() for ln in lines if "error:" in ln]
     return errors[0] if errors else "; ".join(lines)
+
+
+# ---------------------------------------------------------------- the compile pipelines
+
+
+SHAPES = "sdc-shape-constraints"
+SHARDING: tuple[str, ...] = ("sdc-sharding-propagation", "sdc-spmd-partition")
+
+
+def shape_constraints(options: CompileOptions) -> str:
+    """The shape pass, given the options' input shapes (`input-shape="x=B,3,224,224 B=1..64"`)."""
+    bindings = " ".join(f"{name}={','.join(str(d) for d in value) if isinstance(value, tuple) else value}"
+                        for name, value in options.input_shapes)
+    return f'{SHAPES}{{input-shape="{bindings}"}}' if bindings else SHAPES
+
+
+def sharding(sharded: bool) -> tuple[str, ...]:
+    """Propagation and partitioning, for a module with a device mesh (nothing otherwise)."""
+    return SHARDING if sharded else ()
+
+
+def _cpu_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
+    return (
+        "sdc-verify",
+        "sdc-canonicalize",
+        "cse",
+        shape_constraints(options),
+        *sharding(sharded),
+        # Graph rewrites that need the shapes (and the partition) and change what layouts and fusion
+        # see go here, one line each: folding batch norm into convolutions, for one.
+        "sdc-fold-conv-batch-norm",
+        "sdc-layout-constraints{target=cpu}",
+        "sdc-fuse{target=cpu}",
+        "sdc-verify",
+    )
+
+
+def _cuda_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
+    # What sdc will run for cuda; the driver refuses the target until its backend is there
+    # (sdc.target), but sdc-opt and the tests can use the pipeline now.
+    return (
+        "sdc-verify",
+        "sdc-canonicalize",
+        "cse",
+        shape_constraints(options),
+        *sharding(sharded),
+        "sdc-layout-constraints{target=cuda}",
+        "sdc-fuse{target=cuda}",
+        "sdc-verify",
+    )
+
+
+PipelineBuilder = Callable[[CompileOptions, bool], tuple[str, ...]]
+
+COMPILE_PIPELINES: dict[str, PipelineBuilder] = {
+    "cpu": _cpu_pipeline,
+    "cuda": _cuda_pipeline,
+}
+"""Target name -> its compile pipeline, given the options and whether the module has a device mesh."""
+
+
+def compile_pipeline(options: CompileOptions, sharded: bool = False) -> tuple[str, ...]:
+    """The pass pipeline that compiles for `options.target`, one element per pass (so the driver can
+    dump the IR after each); `sharded`: the module has a device mesh, so it is partitioned."""
+    builder = COMPILE_PIPELINES.get(options.target)
+    if builder is None:  # a target in the registry without a pipeline here is sdc's bug, not the user's
+        raise SdcError(f"target '{options.target}' has no compile pipeline (pipelines: "
+                       f"{', '.join(COMPILE_PIPELINES)}; targets: {', '.join(TARGETS)})")
+    return builder(options, sharded)

@@ -23,16 +23,18 @@ pass can run again on its own output.
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from sdc.diagnostics import DiagnosticSink, parse_location
+from sdc.diagnostics import DiagnosticSink
 from sdc.dialect import attrs as A
-from sdc.dialect.attrs import AttrError, read_dims
-from sdc.dialect.op_classes import module_mesh, read_attrs, tensor_spec, tensor_type
+from sdc.dialect.attrs import AttrError
+from sdc.dialect import symexpr
+from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, arg_dims, arg_names, attr_dicts, module_mesh, op_label, read_attrs,
+                            set_attr_dicts, tensor_spec, tensor_type)
 from sdc.dialect.opdef import OPS
+from sdc.dialect.bindings import ShapeBinding, parse_bindings
 from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec, is_static, window_out
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass, PassOptionError, walk_ops
@@ -40,76 +42,8 @@ from sdc.transforms.shape_solver import (Condition, Constraint, Contradiction, E
                                          SolverError, parse)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_INT = re.compile(r"^-?\d+$")
 SLICE_END = 1 << 62  # an end at least this large means "to the end"
 MAX_NESTING = 12  # a dim whose floors nest deeper becomes an unknown (opaque) size
-
-
-# ---------------------------------------------------------------- --input-shape
-
-
-@dataclass(frozen=True)
-class ShapeBinding:
-    """One `NAME=VALUE` of --input-shape: input dims (a list), a symbol's value (int) or range (lo, hi)."""
-
-    name: str
-    dims: tuple | None = None  # ints, symbol names, "?"
-    value: int | None = None  # `B=8`: a symbol's value, or the dims of a rank-1 input
-    lo: int | None = None
-    hi: int | None = None
-
-    @property
-    def is_range(self) -> bool:
-        return self.dims is None and self.value is None
-
-    def text(self) -> str:
-        if self.dims is not None:
-            return f"{self.name}={','.join(str(d) for d in self.dims)}"
-        if self.value is not None:
-            return f"{self.name}={self.value}"
-        return f"{self.name}={'' if self.lo is None else self.lo}..{'' if self.hi is None else self.hi}"
-
-
-def parse_binding(text: str) -> ShapeBinding:
-    """`x=B,3,224,224`, `x=?,3`, `B=1..64`, `B=8..`, `B=..64`, `B=8`. Raises ValueError."""
-    if "=" not in text:
-        raise ValueError(f"'{text}' is not NAME=DIMS or SYMBOL=LO..HI")
-    name, value = (part.strip() for part in text.split("=", 1))
-    if not name:
-        raise ValueError(f"'{text}' has no name before '='")
-    if not value:
-        raise ValueError(f"'{text}' has nothing after '='")
-    if ".." in value:
-        lo_text, hi_text = (p.strip() for p in value.split("..", 1))
-        for part in (lo_text, hi_text):
-            if part and not part.isdigit():
-                raise ValueError(f"'{text}': a range is LO..HI with non-negative integers (1..64, 8.., ..64)")
-        lo = int(lo_text) if lo_text else None
-        hi = int(hi_text) if hi_text else None
-        if lo is None and hi is None:
-            raise ValueError(f"'{text}': a range needs at least one end (1..64, 8.., ..64)")
-        if lo is not None and hi is not None and lo > hi:
-            raise ValueError(f"'{text}': the range is empty ({lo} > {hi})")
-        if not _NAME.match(name):
-            raise ValueError(f"'{text}': '{name}' is not a symbol name")
-        return ShapeBinding(name, lo=lo, hi=hi)
-    tokens = [t.strip() for t in value.split(",")]
-    if len(tokens) == 1 and tokens[0].isdigit():
-        return ShapeBinding(name, value=int(tokens[0]))
-    dims: list = []
-    for token in tokens:
-        if token.isdigit():
-            dims.append(int(token))
-        elif token == "?" or _NAME.match(token):
-            dims.append(token)
-        else:
-            raise ValueError(f"'{text}': '{token}' is not a size, a symbol name or '?'")
-    return ShapeBinding(name, dims=tuple(dims))
-
-
-def parse_bindings(text: str) -> list[ShapeBinding]:
-    """Bindings separated by spaces or ';' (the pass option's form)."""
-    return [parse_binding(item) for item in re.split(r"[\s;]+", text.strip()) if item]
 
 
 # ---------------------------------------------------------------- origins
@@ -153,10 +87,7 @@ def where(origin) -> str:
         return ""
     if isinstance(origin, (InputDim, FunctionLevel)):
         return str(origin)
-    name = getattr(origin, "name", "op")
-    loc, label = parse_location(str(origin.location))
-    at = label or (str(loc) if loc else "")
-    return f"'{name}' at {at}" if at else f"'{name}'"
+    return op_label(origin)
 
 
 # ---------------------------------------------------------------- the recording context
@@ -408,7 +339,7 @@ class FunctionShapes:
 
     def _read_arguments(self) -> None:
         names = arg_names(self.fn)
-        annotated = arg_dims(self.fn)
+        annotated = arg_dims(self.fn, skip_bad=True)  # sdc-verify reports a malformed one
         by_name = {b.name: b for b in self.bindings if not b.is_range}
         used = set()
         # Renames first: a binding that names an argument's symbol differently renames it everywhere.
@@ -636,7 +567,7 @@ class Writer:
         return dims
 
     def _arguments(self) -> None:
-        attrs_list = _arg_attr_dicts(self.fn)
+        attrs_list = attr_dicts(self.fn, ARG_ATTRS)
         changed = False
         for i, arg in enumerate(self.s.block.arguments):
             if arg not in self.s.dims:
@@ -649,7 +580,7 @@ class Writer:
                 entry["sdc.dims"] = A.dims(written)
                 changed = True
         if changed:
-            self.fn.attributes["arg_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(d) for d in attrs_list])
+            set_attr_dicts(self.fn, ARG_ATTRS, attrs_list)
 
     def _op(self, op: ir.Operation) -> None:
         if op.name == "func.return":
@@ -707,11 +638,7 @@ class Writer:
 
     def _result_dims(self, returned) -> None:
         fn = self.fn
-        n = len(returned)
-        existing = []
-        if "res_attrs" in fn.attributes:
-            existing = [_dict_entries(d) for d in ir.ArrayAttr(fn.attributes["res_attrs"])]
-        entries = existing if len(existing) == n else [{} for _ in range(n)]
+        entries = attr_dicts(fn, RES_ATTRS)
         changed = False
         for i, v in enumerate(returned):
             if v not in self.s.dims:
@@ -723,7 +650,7 @@ class Writer:
                 entries[i]["sdc.dims"] = A.dims(texts)
                 changed = True
         if changed:
-            fn.attributes["res_attrs"] = ir.ArrayAttr.get([ir.DictAttr.get(e) for e in entries])
+            set_attr_dicts(fn, RES_ATTRS, entries)
 
 
 # ---------------------------------------------------------------- guard messages
@@ -770,53 +697,17 @@ def _set_or_drop(op, key: str, value) -> None:
         del op.attributes[key]
 
 
-def _dict_entries(d) -> dict:
-    d = ir.DictAttr(d)
-    return {d[i].name: d[i].attr for i in range(len(d))}
-
-
-def _arg_attr_dicts(fn) -> list[dict]:
-    n = len(fn.regions[0].blocks[0].arguments)
-    if "arg_attrs" not in fn.attributes:
-        return [{} for _ in range(n)]
-    out = [_dict_entries(d) for d in ir.ArrayAttr(fn.attributes["arg_attrs"])]
-    return out if len(out) == n else [{} for _ in range(n)]
-
-
-def arg_names(fn) -> list[str]:
-    """Entry argument names: `sdc.name`, else argN (as the runtime names inputs)."""
-    out = []
-    for i, d in enumerate(_arg_attr_dicts(fn)):
-        name = d.get("sdc.name")
-        out.append(ir.StringAttr(name).value if name is not None else f"arg{i}")
-    return out
-
-
-def arg_dims(fn) -> list[list | None]:
-    out = []
-    for d in _arg_attr_dicts(fn):
-        if "sdc.dims" not in d:
-            out.append(None)
-            continue
-        try:
-            out.append(read_dims(d["sdc.dims"]))
-        except AttrError:
-            out.append(None)  # sdc-verify reports it
-    return out
-
-
 def _comparisons(condition: str) -> list[tuple[str, str, str]]:
-    """`1 <= B <= 64` -> [('<=', '1', 'B'), ('<=', 'B', '64')]; also `and` of comparisons. ValueError else."""
-    tree = ast.parse(condition, mode="eval").body
-    nodes = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
+    """`1 <= B <= 64` -> [('<=', '1', 'B'), ('<=', 'B', '64')]; also `and` of comparisons. ValueError else
+    (SymExprError, for text outside the condition grammar)."""
+    tree = symexpr.parse_condition(condition)
+    nodes = tree.parts if isinstance(tree, symexpr.BoolOp) and tree.op == "and" else (tree,)
     out = []
     for node in nodes:
-        if not isinstance(node, ast.Compare):
+        if not isinstance(node, symexpr.Compare):
             raise ValueError(condition)
-        terms = [node.left, *node.comparators]
-        for op, a, b in zip(node.ops, terms, terms[1:]):
-            kind = {ast.Eq: "==", ast.GtE: ">=", ast.LtE: "<="}.get(type(op))
-            if kind is None:
+        for op, a, b in zip(node.ops, node.terms, node.terms[1:]):
+            if op not in ("==", ">=", "<="):
                 raise ValueError(condition)
-            out.append((kind, ast.unparse(a), ast.unparse(b)))
+            out.append((op, symexpr.to_text(a), symexpr.to_text(b)))
     return out

@@ -38,11 +38,14 @@ guard list carries `x >= 1` for a symbol only when some conclusion used that def
 
 from __future__ import annotations
 
-import ast
+import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Mapping
+
+from sdc.dialect import symexpr
+from sdc.dialect.symexpr import SymExprError
 
 ATOM = "\u230a"  # prefix of floor-division atom names: "⌊<num>//<den>"
 BIG = 1 << 62  # stands for "unbounded" in searches
@@ -505,34 +508,41 @@ def _exact_monomial_division(num: Expr, den: Expr) -> Expr | None:
 
 
 def parse(text: str, symbol: Callable[[str], Expr] | None = None) -> Expr:
-    """A dim expression (`B*S`, `(H + 1)//2`, `N - 1`) as an Expr; names become symbols."""
+    """A dim expression (`B*S`, `(H + 1)//2`, `N - 1`) as an Expr; names become symbols.
+
+    The text is read by the one grammar of sdc/dialect/symexpr.py; its tree is folded into an Expr here.
+    """
     try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError:
-        raise SolverError(f"'{text}' is not a dim expression") from None
-    return _parse(tree.body, text, symbol or Expr.symbol)
+        tree = symexpr.parse(text.strip())
+    except SymExprError as e:
+        raise SolverError(str(e)) from None
+    return from_tree(tree, symbol or Expr.symbol)
 
 
-def _parse(node, text: str, symbol) -> Expr:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return Expr.const(node.value)
-    if isinstance(node, ast.Name):
-        return symbol(node.id)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return _parse(node.operand, text, symbol).scaled(-1)
-    if isinstance(node, ast.BinOp):
-        a, b = _parse(node.left, text, symbol), _parse(node.right, text, symbol)
-        if isinstance(node.op, ast.Add):
-            return a.plus(b)
-        if isinstance(node.op, ast.Sub):
-            return a.plus(b, -1)
-        if isinstance(node.op, ast.Mult):
-            return a.times(b)
-        if isinstance(node.op, ast.FloorDiv):
-            return floordiv(a, b)
-        if isinstance(node.op, ast.Mod):
+def from_tree(tree: symexpr.Node, symbol: Callable[[str], Expr] = Expr.symbol) -> Expr:
+    """The Expr of a dim-expression tree (symexpr.parse); `symbol` makes each name's Expr."""
+
+    def build(node, kids: list[Expr]) -> Expr:
+        if isinstance(node, symexpr.Int):
+            return Expr.const(node.value)
+        if isinstance(node, symexpr.Sym):
+            return symbol(node.name)
+        if isinstance(node, symexpr.Neg):
+            return kids[0].scaled(-1)
+        if isinstance(node, symexpr.BinOp):
+            a, b = kids
+            if node.op == "+":
+                return a.plus(b)
+            if node.op == "-":
+                return a.plus(b, -1)
+            if node.op == "*":
+                return a.times(b)
+            if node.op == "//":
+                return floordiv(a, b)
             return a.mod(b)
-    raise SolverError(f"'{text}' is not a dim expression (allowed: ints, names, + - * // % and parentheses)")
+        raise SolverError(f"'{symexpr.to_text(tree)}' is not a dim expression (allowed: {symexpr.ALLOWED})")
+
+    return symexpr.fold(tree, build)
 
 
 # ================================================================ constraints
@@ -1769,41 +1779,13 @@ def _condition_text(p: _Pending, resolve) -> str:
 
 
 def _eval_condition(text: str, env: Mapping[str, int]) -> bool:
+    """Whether a condition the solver wrote (symexpr's condition grammar) holds for these values."""
     return bool(_compiled_condition(text)(env))
 
 
-_CONDITIONS: dict[str, Callable[[Mapping[str, int]], bool]] = {}
-
-
-def _compiled_condition(text: str):
-    fn = _CONDITIONS.get(text)
-    if fn is None:
-        fn = _CONDITIONS[text] = _compile_node(ast.parse(text, mode="eval").body)
-    return fn
-
-
-def _compile_node(node):
-    if isinstance(node, ast.BoolOp):
-        parts = [_compile_node(v) for v in node.values]
-        if isinstance(node.op, ast.And):
-            return lambda env: all(p(env) for p in parts)
-        return lambda env: any(p(env) for p in parts)
-    if isinstance(node, ast.Compare):
-        ops = {ast.Eq: int.__eq__, ast.NotEq: int.__ne__, ast.Lt: int.__lt__, ast.LtE: int.__le__,
-               ast.Gt: int.__gt__, ast.GtE: int.__ge__}
-        terms = [parse(ast.unparse(n)) for n in [node.left, *node.comparators]]
-        fns = [ops[type(o)] for o in node.ops]
-
-        def compare(env):
-            values = [t.evaluate(env) for t in terms]
-            return all(f(a, b) for f, a, b in zip(fns, values, values[1:]))
-
-        return compare
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        inner = _compile_node(node.operand)
-        return lambda env: not inner(env)
-    term = parse(ast.unparse(node))
-    return lambda env: term.evaluate(env) != 0
+@functools.lru_cache(maxsize=4096)
+def _compiled_condition(text: str) -> Callable[[Mapping[str, int]], Any]:
+    return symexpr.evaluator(symexpr.parse_condition(text))
 
 
 __all__ = ["Expr", "ShapeConstraintSet", "Solution", "Constraint", "Condition", "Contradiction", "Bounds",

@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from sdc.dialect import symexpr
 from sdc.dialect.mesh import Mesh, Sharding, local_dim
 from sdc.fmt import format_bytes
 
@@ -380,23 +381,29 @@ def _identity_rule(operands, results, attrs) -> FactorRule:
 # ---------------------------------------------------------------- reshape
 
 
-_MONOMIAL = re.compile(r"^\s*[A-Za-z0-9_]+(\s*\*\s*[A-Za-z0-9_]+)*\s*$")
-
-
 def _monomial(d) -> tuple[int, tuple[str, ...]] | None:
     """A dim as coefficient times a product of symbols, or None when it is not a plain product."""
     if isinstance(d, int):
         return (d, ())
-    if not isinstance(d, str) or not _MONOMIAL.match(d):
+    if not isinstance(d, str):
         return None
-    coef, syms = 1, []
-    for part in d.split("*"):
-        part = part.strip()
-        if part.isdigit():
-            coef *= int(part)
-        else:
-            syms.append(part)
-    return coef, tuple(sorted(syms))
+    try:
+        tree = symexpr.parse(d)
+    except symexpr.SymExprError:
+        return None
+
+    def build(node, kids: list) -> tuple[int, tuple[str, ...]] | None:
+        if isinstance(node, symexpr.Int):
+            return (node.value, ()) if node.value >= 0 else None
+        if isinstance(node, symexpr.Sym):
+            return (1, (node.name,))
+        if isinstance(node, symexpr.BinOp) and node.op == "*" and None not in kids:
+            (ca, sa), (cb, sb) = kids
+            return ca * cb, sa + sb
+        return None
+
+    out = symexpr.fold(tree, build)
+    return None if out is None else (out[0], tuple(sorted(out[1])))
 
 
 def _mul(a, b):

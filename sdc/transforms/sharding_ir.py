@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sdc.diagnostics import DiagnosticSink, parse_location
+from sdc.diagnostics import DiagnosticSink
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError, read_dims
-from sdc.dialect.op_classes import module_mesh, read_attrs, tensor_spec
+from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, arg_dims, arg_names, attr_dicts, entry_function, module_mesh, op_label,
+                            read_attrs, result_names, set_attr_dicts, tensor_spec)
 from sdc.dialect.mesh import Mesh, Sharding
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static
@@ -24,12 +25,6 @@ from sdc.mlir import ir
 from sdc.transforms import sharding as S
 
 SHARDING = "sdc.sharding"
-
-
-def op_label(op) -> str:
-    loc, label = parse_location(str(op.location))
-    where = label or (str(loc) if loc else "")
-    return f"'{op.name}'" + (f" at {where}" if where else "")
 
 
 def itemsize(dtype: str) -> int:
@@ -53,7 +48,7 @@ def get_mesh(module) -> Mesh | None:
     return Mesh.of(mesh) if mesh else None
 
 
-def result_dims(op) -> list[list] | None:
+def op_result_dims(op) -> list[list] | None:
     """The op's `sdc.result_dims` (symbolic dims per result, from sdc-shape-constraints), if any."""
     if "sdc.result_dims" not in op.attributes:
         return None
@@ -72,22 +67,6 @@ def _merge(type_d: list, named: list | None) -> list:
     if named is None or len(named) != len(type_d):
         return list(type_d)
     return [t if t is not None else n for t, n in zip(type_d, named)]
-
-
-def arg_attr_dicts(fn, key: str) -> list[dict]:
-    n = len(fn.regions[0].blocks[0].arguments) if key == "arg_attrs" else len(
-        ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).results)
-    if key not in fn.attributes:
-        return [{} for _ in range(n)]
-    out = []
-    for d in ir.ArrayAttr(fn.attributes[key]):
-        d = ir.DictAttr(d)
-        out.append({d[i].name: d[i].attr for i in range(len(d))})
-    return out + [{} for _ in range(n - len(out))]
-
-
-def set_attr_dicts(fn, key: str, dicts: list[dict]) -> None:
-    fn.attributes[key] = ir.ArrayAttr.get([ir.DictAttr.get(d) for d in dicts])
 
 
 @dataclass
@@ -111,17 +90,12 @@ def read_function(fn, mesh: Mesh, diag: DiagnosticSink) -> FunctionGraph | None:
     when the function cannot be partitioned."""
     fg = FunctionGraph(fn, mesh)
     block = fn.regions[0].blocks[0]
-    names = _arg_names(fn)
-    arg_dicts = arg_attr_dicts(fn, "arg_attrs")
+    names = arg_names(fn)
+    arg_dicts = attr_dicts(fn, ARG_ATTRS)
+    annotated = arg_dims(fn, skip_bad=True)
     ok = True
     for i, arg in enumerate(block.arguments):
-        named = None
-        if "sdc.dims" in arg_dicts[i]:
-            try:
-                named = read_dims(arg_dicts[i]["sdc.dims"])
-            except AttrError:
-                named = None
-        v = _add_value(fg, arg, _merge(type_dims(arg.type), named), "input", f"input '{names[i]}'")
+        v = _add_value(fg, arg, _merge(type_dims(arg.type), annotated[i]), "input", f"input '{names[i]}'")
         if SHARDING in arg_dicts[i]:
             origin = f"the sharding of input '{names[i]}'"
             ok &= _annotate(fg, v, arg_dicts[i][SHARDING], origin, fn, diag, f"input '{names[i]}'")
@@ -147,7 +121,7 @@ def read_function(fn, mesh: Mesh, diag: DiagnosticSink) -> FunctionGraph | None:
         except AttrError as e:
             diag.error(op, f"'{op.name}' op {e}")
             return None
-        named = result_dims(op)
+        named = op_result_dims(op)
         results = []
         for k, r in enumerate(op.results):
             dims = _merge(type_dims(r.type), named[k] if named and k < len(named) else None)
@@ -233,12 +207,6 @@ def _fill_from_operands(graph: S.Graph, rule: S.FactorRule, operands: list[int],
         graph.values[v].dims = tuple(dims)
 
 
-def _arg_names(fn) -> list[str]:
-    from sdc.interpreter import arg_names
-
-    return arg_names(fn)
-
-
 def _add_value(fg: FunctionGraph, value, dims: list, kind: str, label: str) -> int:
     spec = tensor_spec(value.type)
     v = fg.graph.add_value(dims, itemsize(spec.dtype), kind, label)
@@ -259,7 +227,7 @@ def _add_output(fg: FunctionGraph, ret, j: int, value, diag: DiagnosticSink) -> 
     fg.graph.add_op("return", fs_rule, [src], [out], f"output #{j}", ret)
     fg.ir_ops.append(ret)
     fg.outputs.append(out)
-    res = arg_attr_dicts(fg.fn, "res_attrs")
+    res = attr_dicts(fg.fn, RES_ATTRS)
     if j < len(res) and SHARDING in res[j]:
         return _annotate(fg, out, res[j][SHARDING], f"the sharding of output #{j}", fg.fn, diag, f"output #{j}")
     return True
@@ -312,20 +280,14 @@ def write_shardings(fg: FunctionGraph, shardings: list[Sharding]) -> None:
         items = [sharding_attr(shardings[v]) for v in op.results]
         ir_op.attributes[SHARDING] = items[0] if len(items) == 1 else ir.ArrayAttr.get(items)
     block = fn.regions[0].blocks[0]
-    dicts = arg_attr_dicts(fn, "arg_attrs")
+    dicts = attr_dicts(fn, ARG_ATTRS)
     for i, arg in enumerate(block.arguments):
         dicts[i][SHARDING] = sharding_attr(shardings[fg.ids[arg]])
-    set_attr_dicts(fn, "arg_attrs", dicts)
-    res = arg_attr_dicts(fn, "res_attrs")
+    set_attr_dicts(fn, ARG_ATTRS, dicts)
+    res = attr_dicts(fn, RES_ATTRS)
     for j, out in enumerate(fg.outputs):
         res[j][SHARDING] = sharding_attr(Sharding(shardings[out].dims))
-    set_attr_dicts(fn, "res_attrs", res)
-
-
-def entry_functions(module) -> list:
-    body = module.regions[0].blocks[0]
-    return [op.operation for op in body.operations
-            if op.operation.name == "func.func" and op.operation.regions[0].blocks]
+    set_attr_dicts(fn, RES_ATTRS, res)
 
 
 # ---------------------------------------------------------------- the compile driver's options
@@ -361,14 +323,13 @@ def apply_shardings(module, shardings: dict) -> None:
     """User annotations by name: an entry input or output (its `sdc.name`, else argN / outputN) or a
     parameter. Raises SdcError for an unknown name or a spec of the wrong rank."""
     from sdc.diagnostics import SdcError
-    from sdc.interpreter import entry_function
 
     fn = entry_function(module)
     block = fn.regions[0].blocks[0]
-    arg_names = _arg_names(fn)
-    args = arg_attr_dicts(fn, "arg_attrs")
-    res = arg_attr_dicts(fn, "res_attrs")
-    res_names = [ir.StringAttr(d["sdc.name"]).value if "sdc.name" in d else f"output{j}" for j, d in enumerate(res)]
+    in_names = arg_names(fn)
+    args = attr_dicts(fn, ARG_ATTRS)
+    res = attr_dicts(fn, RES_ATTRS)
+    res_names = result_names(fn)
     returned = [op.operation for op in block.operations if op.operation.name == "func.return"][0].operands
     params = {}
     for op in block.operations:
@@ -377,8 +338,8 @@ def apply_shardings(module, shardings: dict) -> None:
             params.setdefault(ir.StringAttr(op.attributes["name"]).value, []).append(op)
     for name, spec in shardings.items():
         s = spec if isinstance(spec, Sharding) else Sharding.of(list(spec))
-        if name in arg_names:
-            i = arg_names.index(name)
+        if name in in_names:
+            i = in_names.index(name)
             _rank_check(s, block.arguments[i].type, f"input '{name}'")
             args[i][SHARDING] = sharding_attr(s)
         elif name in res_names:
@@ -390,10 +351,10 @@ def apply_shardings(module, shardings: dict) -> None:
                 _rank_check(s, op.results[0].type, f"parameter '{name}'")
                 op.attributes[SHARDING] = sharding_attr(s)
         else:
-            known = ", ".join(arg_names + res_names + sorted(params)[:20])
+            known = ", ".join(in_names + res_names + sorted(params)[:20])
             raise SdcError(f"shardings name '{name}', which is no input, output or parameter (known: {known})")
-    set_attr_dicts(fn, "arg_attrs", args)
-    set_attr_dicts(fn, "res_attrs", res)
+    set_attr_dicts(fn, ARG_ATTRS, args)
+    set_attr_dicts(fn, RES_ATTRS, res)
 
 
 def _rank_check(s: Sharding, t, what: str) -> None:

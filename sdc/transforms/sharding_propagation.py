@@ -22,7 +22,8 @@ from sdc.diagnostics import DiagnosticSink
 from sdc.mlir import ir
 from sdc.transforms import sharding as S
 from sdc.transforms.base import ModulePass
-from sdc.transforms.sharding_ir import entry_functions, get_mesh, read_function, write_shardings
+from sdc.dialect.ir import defined_functions
+from sdc.transforms.sharding_ir import get_mesh, read_function, write_shardings
 from sdc.transforms.sharding_rewrites import unfuse_split_projections
 
 PARTITIONED = "sdc.partitioned"
@@ -49,7 +50,7 @@ class ShardingPropagationPass(ModulePass):
         if mesh is None or PARTITIONED in module.attributes:
             return
         tensor_parallel = self.defaults and self.tp_axis in mesh.axes and mesh.size([self.tp_axis]) > 1
-        for fn in entry_functions(module):
+        for fn in defined_functions(module):
             if tensor_parallel:
                 unfuse_split_projections(fn)
             fg = read_function(fn, mesh, diag)

@@ -17,7 +17,8 @@ output column is the same dot product.
 
 from __future__ import annotations
 
-from sdc.dialect.op_classes import create, read_attrs, tensor_spec
+from sdc.dialect.ir import read_attrs, tensor_spec
+from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS
 from sdc.mlir import ir
 

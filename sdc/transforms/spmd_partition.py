@@ -26,25 +26,34 @@ Without a mesh it only removes `sdc.shard` ops (a one-device program ignores its
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect import attrs as A
 from sdc.dialect.dense import DenseValue
-from sdc.dialect.op_classes import create, read_attrs, tensor_spec, tensor_type
+from sdc.dialect import symexpr
+from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, arg_dims, attr_dicts, defined_functions, read_attrs, set_attr_dicts,
+                            tensor_spec, tensor_type)
+from sdc.dialect.op_classes import create
 from sdc.dialect.mesh import Mesh, Sharding, local_dim
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import TensorSpec, is_static
-from sdc.dialect.symexpr import SymExprError, names as expr_names
+from sdc.dialect.symexpr import SymExprError
 from sdc.mlir import ir
 from sdc.transforms import sharding as S
 from sdc.transforms.base import ModulePass, walk_ops
-from sdc.transforms.sharding_ir import (SHARDING, FunctionGraph, arg_attr_dicts, entry_functions, get_mesh,
-                                        read_function, set_attr_dicts, sharding_attr)
+from sdc.transforms.sharding_ir import SHARDING, FunctionGraph, get_mesh, read_function, sharding_attr
 from sdc.transforms.sharding_propagation import PARTITIONED
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from sdc.lazy import lazy_import
+
+    torch = lazy_import("torch")  # for bf16 constants only: `sdc-opt --list-passes` needs no torch
 
 REASON, BYTES, TENSOR = "sdc.reason", "sdc.bytes", "sdc.tensor"
 GENERATORS = ("parameter", "constant", "iota", "dim_values")
@@ -61,7 +70,7 @@ class SpmdPartitionPass(ModulePass):
         if PARTITIONED in module.attributes:
             return
         mesh = get_mesh(module)
-        for fn in entry_functions(module):
+        for fn in defined_functions(module):
             if mesh is None:
                 _erase_shards(fn)
                 continue
@@ -200,14 +209,14 @@ class _Partitioner:
         ret = [op.operation for op in block.operations if op.operation.name == "func.return"][0]
         fn_type = ir.FunctionType.get([a.type for a in block.arguments], [v.type for v in ret.operands])
         fn.attributes["function_type"] = ir.TypeAttr.get(fn_type)
-        res = arg_attr_dicts(fn, "res_attrs")
+        res = attr_dicts(fn, RES_ATTRS)
         for j, out in enumerate(self.fg.outputs):
             res[j][SHARDING] = sharding_attr(self.sharding[out])
-        set_attr_dicts(fn, "res_attrs", res)
-        args = arg_attr_dicts(fn, "arg_attrs")
+        set_attr_dicts(fn, RES_ATTRS, res)
+        args = attr_dicts(fn, ARG_ATTRS)
         for i, arg in enumerate(block.arguments):
             args[i][SHARDING] = sharding_attr(self.sharding[self.fg.ids[arg]])
-        set_attr_dicts(fn, "arg_attrs", args)
+        set_attr_dicts(fn, ARG_ATTRS, args)
 
     # ------------------------------------------------------------ collectives
 
@@ -325,12 +334,13 @@ class _Partitioner:
                 continue
             text = str(size)
             try:
-                used = expr_names(text)
+                tree = symexpr.parse(text)
             except SymExprError:
                 continue
+            used = set(symexpr.free_symbols(tree))
             if not used or not used <= self.symbols:
                 continue
-            cond = f"{text} % {n} == 0" if text.replace("_", "").isalnum() else f"({text}) % {n} == 0"
+            cond = symexpr.to_text(symexpr.Compare(("==",), (symexpr.BinOp("%", tree, symexpr.Int(n)), symexpr.Int(0))))
             if cond not in self.guards:
                 self.guards[cond] = (f"{text} is split over mesh axis {', '.join(axes)} ({n} devices) in "
                                      f"{value.label}; it must be a multiple of {n}")
@@ -351,8 +361,6 @@ class _Partitioner:
 
 
 def _input_symbols(fn) -> set[str]:
-    from sdc.interpreter import arg_dims
-
     out = set()
     for dims in arg_dims(fn):
         for d in dims or []:

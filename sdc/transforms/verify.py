@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.attrs import AttrError, read_dims
-from sdc.dialect.op_classes import shard_counts, tensor_spec, verify_op
+from sdc.dialect.ir import shard_counts, tensor_spec
+from sdc.dialect.op_classes import verify_op
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass, walk_ops

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 import sdc.runtime
 from sdc.compiler import compile_module
 from sdc.diagnostics import SdcError
-from sdc.interpreter import parse_module
+from sdc.ir_text import parse_module
 
 # A parameter, a large constant (must land in the weights file, not in JSON), and clip with
 # its non-finite default (max = +inf) encoded portably.
@@ -105,14 +105,14 @@ def test_layout_and_manifest(pristine, scale):
     files = sorted(p.relative_to(pristine).as_posix() for p in pristine.rglob("*"))
     assert files == ["kernels", "manifest.json", "plan.json", "program.mlir", "weights", "weights/rank0.safetensors"]
     m = strict_json((pristine / "manifest.json").read_text())
-    assert m["format"] == "sdc-artifact" and m["format_version"] == 1
+    assert m["format"] == "sdc-artifact" and m["format_version"] == 2
     assert m["sdc_version"] == sdc.__version__
     assert (m["target"], m["world_size"], m["mesh"]) == ("cpu", 1, {})
     assert m["entry"] == {"inputs": [{"name": "x", "dtype": "f32", "shape": ["B", 300]}],
                           "outputs": [{"name": "y", "dtype": "f32", "shape": ["B", 300]}],
                           "guards": []}
     assert m["compile_options"]["pipeline"] == ("sdc-verify,sdc-canonicalize,cse,sdc-shape-constraints,"
-                                                "sdc-layout-constraints{target=cpu},sdc-fuse{target=cpu},sdc-verify")
+                                                "sdc-fold-conv-batch-norm,sdc-layout-constraints{target=cpu},sdc-fuse{target=cpu},sdc-verify")
     assert m["compile_options"]["target"] == "cpu"
     assert {"python", "torch", "numpy", "onnx", "platform"} <= set(m["environment"])
     assert m["environment"]["torch"] == torch.__version__
@@ -127,9 +127,17 @@ def test_plan_is_plain_json_with_weights_by_name(pristine, scale):
     assert plan["world_size"] == 1 and [r["rank"] for r in plan["ranks"]] == [0]
     rank = plan["ranks"][0]
     assert rank["weights"] == "weights/rank0.safetensors"
-    groups = [[op["op"] for op in s["ops"]] for s in rank["steps"]]
+    assert rank["streams"] == ["compute"]
+    launches = [s for s in rank["steps"] if s["kind"] == "launch"]
+    assert [s["id"] for s in launches] == ["k0", "k1"] and all(s["stream"] == 0 for s in launches)
+    assert all(s["kernel"]["backend"] == "reference" for s in launches)
+    groups = [[op["op"] for op in s["kernel"]["ops"]] for s in launches]
     assert groups == [["iota"], ["mul", "add", "clip"]]  # sdc-fuse made one kernel of the elementwise chain
-    clip = rank["steps"][-1]["ops"][-1]
+    iota = launches[0]["outputs"][0]
+    assert launches[1]["inputs"] == ["v0", "v1", iota] and launches[1]["outputs"] == rank["outputs"]
+    made_in_k1 = [v for op in launches[1]["kernel"]["ops"][:-1] for v in op["outputs"]]
+    assert rank["steps"][-1] == {"kind": "free", "values": [iota, *made_in_k1]}  # after their last reader
+    clip = launches[-1]["kernel"]["ops"][-1]
     assert clip["attrs"] == {"min": 0.0, "max": {"float": "inf"}}
     weight_values = {v["weight"]: vid for vid, v in rank["values"].items() if "weight" in v}
     assert list(weight_values) == ["scale"]
@@ -193,13 +201,45 @@ def test_missing_file(artifact):
         sdc.runtime.load(artifact)
 
 
-@pytest.mark.parametrize("version", [2, 0, "1", None])
+@pytest.mark.parametrize("version", [3, 0, "2", None])
 def test_unknown_format_version(artifact, version):
     manifest = read_manifest(artifact)
     manifest["format_version"] = version
     write_manifest(artifact, manifest)
-    with pytest.raises(SdcError, match=r"manifest.json: format version .* is not supported \(this sdc reads version 1\)"):
+    with pytest.raises(SdcError, match=r"manifest.json: format version .* is not supported \(this sdc reads version 2\)"):
         sdc.runtime.load(artifact)
+
+
+def test_version_1_artifact_asks_for_a_recompile(artifact):
+    """A v1 artifact (kernel steps with their ops, no streams): the manifest says so, and the error says what to do."""
+    manifest = read_manifest(artifact)
+    manifest["format_version"] = 1
+    write_manifest(artifact, manifest)
+    edit_plan(artifact, lambda p: p["ranks"][0].update(steps=[{"kind": "kernel", "id": "k0", "ops": [], "free": []}]))
+    with pytest.raises(SdcError) as caught:
+        sdc.runtime.load(artifact)
+    assert str(caught.value) == (f"artifact '{artifact}' has format version 1; this sdc reads version 2: "
+                                 "recompile the model (sdc compile ...)")
+
+
+def test_streams_events_and_allocations_are_honoured(artifact, scale):
+    """What the reference planner does not emit yet still runs: a second stream with an event between,
+    and a buffer allocated for the output (with its symbolic batch dim) that the kernel writes into."""
+    def edit(p):
+        rank = p["ranks"][0]
+        rank["streams"] = ["compute", "side"]
+        out = rank["outputs"][0]
+        rank["values"][out]["shape"] = ["B", 300]  # the batch dim by name: the buffer is sized per call
+        rank["steps"][1:1] = [{"kind": "record", "event": "iota-done", "stream": 0},
+                              {"kind": "wait", "event": "iota-done", "stream": 1},
+                              {"kind": "alloc", "value": out}]
+        rank["steps"][0]["stream"] = 0
+
+    edit_plan(artifact, edit)
+    exe = sdc.runtime.load(artifact)
+    x = np.random.default_rng(5).standard_normal((3, 300), dtype=np.float32)
+    np.testing.assert_allclose(exe(x)[0], reference(x, scale), rtol=1e-6, atol=1e-6)
+    assert exe.kernel_count == 2
 
 
 @pytest.mark.parametrize("rel", ["../outside.bin", "/etc/hostname", "weights/../../outside.bin", "./plan.json",
@@ -242,22 +282,55 @@ def test_weights_never_unpickled(artifact, tmp_path):
     assert not marker.exists()
 
 
+def _k1_ops(p: dict) -> list[dict]:
+    return p["ranks"][0]["steps"][1]["kernel"]["ops"]
+
+
+def _insert(p: dict, index: int, *steps: dict) -> None:
+    p["ranks"][0]["steps"][index:index] = list(steps)
+
+
 @pytest.mark.parametrize("edit, message", [
-    (lambda p: p["ranks"][0]["steps"][1]["ops"][0].update(op="launch_missiles"),
-     r"plan.json: kernel 'k1' uses unknown op 'launch_missiles'"),
-    (lambda p: p["ranks"][0]["steps"][1]["ops"][0].update(inputs=["v99", "v1"]),
-     r"plan.json: kernel 'k1' reads value 'v99' before it is computed"),
+    (lambda p: _k1_ops(p)[0].update(op="launch_missiles"),
+     r"plan.json: rank 0 step 1 \(launch k1\): unknown op 'launch_missiles'"),
+    (lambda p: _k1_ops(p)[0].update(inputs=[_k1_ops(p)[-1]["outputs"][0], "v1"]),
+     r"plan.json: rank 0 step 1 \(launch k1\) op 0 \('mul'\): reads value 'v\d+' before it is computed"),
+    (lambda p: _k1_ops(p)[0].update(inputs=["v99", "v1"]),
+     r"plan.json: rank 0 step 1 \(launch k1\) op 0 \('mul'\): inputs refers to value 'v99', which is not in the "
+     r"values table"),
     (lambda p: p["ranks"][0]["values"]["v1"].update(weight="nope"),
      r"plan.json: value 'v1' refers to weight 'nope', which is not in the weights file"),
     (lambda p: p["ranks"][0]["values"]["v1"].update(shape=[301]),
      r"plan.json: weight 'scale' is f32\[300\] in the weights file, value 'v1' is tensor<301xf32>"),
     (lambda p: p["ranks"][0].update(outputs=[]), r"plan.json: rank 0: 1 inputs and 0 outputs"),
-    (lambda p: p["ranks"][0]["steps"][0].update(kind="teleport"), r"plan.json: step 'k0' has kind 'teleport'"),
-    (lambda p: p["ranks"][0]["steps"][1]["ops"][-1]["attrs"].update(max={"float": "lots"}),
-     r"plan.json: kernel 'k1': unknown encoded value"),
+    (lambda p: p["ranks"][0]["steps"][0].update(kind="teleport"),
+     r"plan.json: rank 0 step 0: unknown step kind 'teleport' \(kinds: alloc, launch, collective, record, wait, free\)"),
+    (lambda p: _k1_ops(p)[-1]["attrs"].update(max={"float": "lots"}),
+     r"plan.json: rank 0 step 1 \(launch k1\): unknown encoded value"),
     (lambda p: p["ranks"][0]["values"]["v1"].update(layout=[1, 1]),
-     r"plan.json: value 'v1' has layout \[1, 1\], which is not a permutation of its weight's 1 dims"),
+     r"plan.json: rank 0: value 'v1' has layout \[1, 1\], which is not a permutation of its 1 dims"),
     (lambda p: p.update(ranks=[]), r"plan.json: must have one plan per rank 0..0"),
+    (lambda p: p["ranks"][0]["steps"][1]["kernel"].update(backend="triton", source="kernels/k1.py"),
+     r"plan.json: rank 0 step 1 \(launch k1\): kernel backend 'triton' is not one this runtime runs \(reference\)"),
+    (lambda p: p["ranks"][0]["steps"][1].update(stream=1),
+     r"plan.json: rank 0 step 1 \(launch k1\): 'stream' must be a stream index 0..0, found 1"),
+    (lambda p: _insert(p, 1, {"kind": "wait", "event": "e0", "stream": 0}),
+     r"plan.json: rank 0 step 1 \(wait e0\): waits for event 'e0', which no earlier step records"),
+    (lambda p: _insert(p, 1, {"kind": "record", "event": "e0", "stream": 0}, {"kind": "record", "event": "e0",
+                                                                            "stream": 0}),
+     r"plan.json: rank 0 step 2 \(record e0\): event 'e0' is recorded twice"),
+    (lambda p: _insert(p, 1, {"kind": "free", "values": [p["ranks"][0]["steps"][0]["outputs"][0]]}),
+     r"plan.json: rank 0 step 2 \(launch k1\): reads value 'v\d+' after it is freed"),
+    (lambda p: _insert(p, 1, {"kind": "free", "values": ["v0"]}),
+     r"plan.json: rank 0 step 1 \(free\): frees value 'v0', an input, output or weight"),
+    (lambda p: _insert(p, 0, {"kind": "alloc", "value": "v1"}),
+     r"plan.json: rank 0 step 0 \(alloc\): value 'v1' is already defined"),
+    (lambda p: _insert(p, 0, {"kind": "alloc", "value": p["ranks"][0]["steps"][0]["outputs"][0], "reuses": "v1"}),
+     r"plan.json: rank 0 step 0 \(alloc\): reuses the memory of value 'v1', which is not freed before"),
+    (lambda p: p["ranks"][0]["steps"].__setitem__(0, {"kind": "collective", "id": "c0", "stream": 0, "op": "relu",
+                                                      "mesh_axes": ["tp"], "inputs": ["v0"],
+                                                      "outputs": p["ranks"][0]["steps"][0]["outputs"]}),
+     r"plan.json: rank 0 step 0 \(collective c0\): 'sdc.relu' is not a collective"),
 ])
 def test_malformed_plan_is_one_clean_error(artifact, edit, message):
     edit_plan(artifact, edit)

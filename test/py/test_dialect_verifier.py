@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from sdc.diagnostics import SdcError, SourceLoc
-from sdc.dialect.op_classes import create, op_attributes, tensor_spec, verify_op
+from sdc.dialect.ir import op_attributes, tensor_spec
+from sdc.dialect.op_classes import create, verify_op
 from sdc.dialect.shapes import DYN, TensorSpec
-from sdc.interpreter import parse_module
+from sdc.ir_text import parse_module
 from sdc.mlir import func, ir
 from sdc.dialect.op_classes import new_context
 

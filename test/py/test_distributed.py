@@ -23,6 +23,7 @@ import torch
 
 import sdc
 from sdc.compiler import build_artifact, import_model
+from sdc.options import CompileOptions
 
 from distributed_models import MODELS, export, random_inputs
 
@@ -67,9 +68,9 @@ def cases(tmp_path_factory):
         np.save(d / f"{name}_x.npy", inputs[0])
         expected = sdc.compile(onnx_path)(*inputs)
         for mesh in ("tp=2", "dp=2", "dp=2,tp=2"):
-            module, params, options = import_model(onnx_path, mesh=mesh)
-            art = build_artifact(module, params, d / f"{name}_{mesh.replace(',', '_')}.sdc", mesh=mesh,
-                                 options=options)
+            module, params, provenance = import_model(onnx_path, mesh=mesh)
+            art = build_artifact(module, params, d / f"{name}_{mesh.replace(',', '_')}.sdc",
+                                 CompileOptions(mesh=mesh), provenance=provenance)
             out[(name, mesh)] = (art, d / f"{name}_in.npz", d / f"{name}_x.npy", expected)
     return out
 
@@ -85,9 +86,10 @@ def test_two_processes_match_one_device(cases, tmp_path):
 
 
 def _ir_case(d: Path, text: str, params: dict, mesh: str, inputs: list, name: str):
-    from sdc.interpreter import interpret, parse_module
+    from sdc.interpreter import interpret
+    from sdc.ir_text import parse_module
 
-    art = build_artifact(parse_module(text), params, d / f"{name}.sdc", mesh=mesh)
+    art = build_artifact(parse_module(text), params, d / f"{name}.sdc", CompileOptions(mesh=mesh))
     np.savez(d / f"{name}_in.npz", *inputs)
     return art, d / f"{name}_in.npz", interpret(text, inputs, params)
 
@@ -174,7 +176,7 @@ def test_a_rank_dying_mid_run_ends_the_others(cases):
     assert code0 == 1, err0
     assert time.monotonic() - started < 20 + 15
     assert "rank 0: first run done" in err0
-    assert "error: rank 0: 'sdc.all_reduce' (kernel" in err0 and "over mesh axes tp" in err0, err0
+    assert "error: rank 0: 'sdc.all_reduce' (collective c" in err0 and "over mesh axes tp" in err0, err0
 
 
 def test_a_hung_rank_makes_the_others_exit_within_the_timeout(cases):
@@ -186,7 +188,7 @@ def test_a_hung_rank_makes_the_others_exit_within_the_timeout(cases):
         procs[1].kill()
         procs[1].communicate()
     assert code0 == 1, err0
-    assert "error: rank 0: 'sdc.all_reduce' (kernel" in err0
+    assert "error: rank 0: 'sdc.all_reduce' (collective c" in err0
     assert "did not complete within 3 s" in err0
     elapsed = float(err0.rsplit("(after ", 1)[1].split(" s)")[0]) if "(after " in err0 else None
     assert elapsed is None or elapsed < 10
@@ -198,7 +200,7 @@ def test_checked_collectives_name_the_op_when_ranks_disagree(cases):
     results = _finish(procs, timeout=60)
     for code, err in results:
         assert code == 1, err
-        assert "'sdc.all_reduce' (kernel" in err and "the ranks disagree on the operand" in err, err
+        assert "'sdc.all_reduce' (collective c" in err and "the ranks disagree on the operand" in err, err
         assert "rank 0 has f32[4, 16]; rank 1 has f32[5, 16]" in err
 
 
@@ -213,7 +215,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_world_of_one_on_cuda(cases, tmp_path):
     """One process on one GPU: NCCL, collectives on their own stream (groups of one device)."""
     art = build_artifact(*import_model(cases[("mlp", "tp=2")][0].parent / "mlp.onnx", mesh="tp=1")[:2],
-                         tmp_path / "one.sdc", mesh="tp=1")
+                         tmp_path / "one.sdc", CompileOptions(mesh="tp=1"))
     x_file, expected = cases[("mlp", "tp=2")][2], cases[("mlp", "tp=2")][3]
     torchrun(1, "--no-python", SDC, "run", str(art), "--device", "cuda", "--input", f"x={x_file}",
              "--output-dir", str(tmp_path))

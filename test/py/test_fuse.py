@@ -16,8 +16,10 @@ from sdc.cli.layout_report import format_layout_report, layout_report
 from sdc.codegen.plan import build_plan
 from sdc.compiler import compile_module
 from sdc.diagnostics import DiagnosticSink
-from sdc.interpreter import interpret, parse_module
+from sdc.interpreter import interpret
+from sdc.ir_text import parse_module
 from sdc.mlir import ir
+from sdc.runtime.executor import PreparedOp
 from sdc.transforms import fuse as F
 from sdc.transforms.base import walk_ops
 
@@ -223,8 +225,8 @@ def test_plan_runs_a_group_as_one_step_and_reports_the_same_traffic():
     with module.context:
         grouping_report = F.report(graph, F.plan_groups(graph, "cuda"))
     plan = build_plan(module, block_params(np.random.default_rng(0)), "cuda")
-    steps = plan.ranks[0].steps
-    assert [[op["op"] for op in s["ops"]] for s in steps] == [
+    steps = plan.ranks[0].launches()
+    assert [[op["op"] for op in s["kernel"]["ops"]] for s in steps] == [
         ["layout_cast", "conv", "batch_norm", "relu"],
         ["conv", "add", "add", "relu"],
         ["reduce_max", "sub", "exp", "reduce_sum", "div", "layout_cast"]]
@@ -247,8 +249,8 @@ def test_cpu_runtime_runs_fused_groups_with_folded_weights():
     x = rng.standard_normal((2, 16, 8, 8), dtype=np.float32)
     (expected,) = interpret(parse_module(BLOCK), [x], params)
     exe = compile_module(parse_module(BLOCK), params)
-    program = exe._executor.program
-    assert "batch_norm" not in [op.name for op in program]  # folded into the first convolution
+    program = [op for op in exe._executor.program if isinstance(op, PreparedOp)]
+    assert "batch_norm" not in [op.name for op in program]  # folded into the first convolution at compile time
     assert sum(1 for op in program if op.name == "conv" and len(op.ins) == 3) == 2  # both take a bias
     (out,) = exe(x)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
@@ -281,12 +283,12 @@ def test_in_place_only_on_values_nobody_else_reads():
 
 
 def test_cpu_layout_cast_moves_the_bytes():
-    from sdc.runtime.fused import kernel
+    from sdc.runtime.reference_kernels import reference_kernel
 
     x = torch.randn(2, 3, 4, 5)
-    y = kernel("layout_cast", None)(None, {"layout": [0, 2, 3, 1]}, x)
+    y = reference_kernel("layout_cast", None)(None, {"layout": [0, 2, 3, 1]}, x)
     assert torch.equal(y, x) and y.is_contiguous(memory_format=torch.channels_last)
-    assert kernel("layout_cast", None)(None, {"layout": [0, 1, 2, 3]}, y).is_contiguous()
+    assert reference_kernel("layout_cast", None)(None, {"layout": [0, 1, 2, 3]}, y).is_contiguous()
 
 
 # ---------------------------------------------------------------- the report on the command line
@@ -301,11 +303,13 @@ def test_explain_layout_and_inspect_print_the_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "layout and fusion (target cpu)" in out and "layout casts: 2" in out
-    assert "why: operand #0 of 'sdc.conv'" in out and "kernel groups: 3 for 14 ops" in out
+    # 12 ops, not the program's 14: the batch norm is folded into the first convolution's weights at compile
+    # time (sdc-fold-conv-batch-norm) and each convolution takes its per-channel add as its bias (the planner)
+    assert "why: operand #0 of 'sdc.conv'" in out and "kernel groups: 3 for 12 ops" in out
     assert "before fusion" in out
     assert sdc_main(["inspect", str(tmp_path / "b.sdc")]) == 0
     inspected = capsys.readouterr().out
-    assert "layout and fusion" in inspected and "kernel groups: 3 for 14 ops" in inspected
+    assert "layout and fusion" in inspected and "kernel groups: 3 for 12 ops" in inspected
     plan = json.loads((tmp_path / "b.sdc" / "plan.json").read_text())
     assert any("layout" in v for v in plan["ranks"][0]["values"].values())  # OHWI weights stored that way
 

@@ -12,7 +12,7 @@ import torch
 
 import sdc
 from sdc.diagnostics import SdcError
-from sdc.interpreter import parse_module
+from sdc.ir_text import parse_module
 
 from refcheck import rng  # noqa: F401 (fixture)
 

@@ -19,8 +19,10 @@ import torch
 
 import sdc
 from sdc.compiler import build_artifact, import_model
+from sdc.options import CompileOptions
 from sdc.diagnostics import SdcError
-from sdc.interpreter import interpret, parse_module
+from sdc.interpreter import interpret
+from sdc.ir_text import parse_module
 from sdc.runtime.distributed import simulate
 
 from distributed_models import MODELS, export, random_inputs
@@ -35,8 +37,8 @@ def models(tmp_path_factory):
 
 
 def compile_for(model, mesh, out: Path, **kw) -> Path:
-    module, params, options = import_model(model, mesh=mesh)
-    return build_artifact(module, params, out, mesh=mesh, options=options, **kw)
+    module, params, provenance = import_model(model, mesh=mesh)
+    return build_artifact(module, params, out, CompileOptions(mesh=mesh, **kw), provenance=provenance)
 
 
 def run_all(path, inputs) -> list:
@@ -92,8 +94,8 @@ EXPECTED_COLLECTIVES = {  # mesh -> the collectives each model's program runs, b
 def test_megatron_places_one_reduction_per_pair(models, name, mesh, tmp_path):
     path = compile_for(models[name], mesh, tmp_path / "m.sdc")
     plan = json.loads((path / "plan.json").read_text())
-    found = [(op["op"], op["attrs"]["mesh_axes"]) for step in plan["ranks"][0]["steps"] for op in step["ops"]
-             if op["op"] in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")]
+    found = [(op, axes) for op, axes in plan_collectives(plan)
+             if op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")]
     assert found == EXPECTED_COLLECTIVES[(name, mesh)]
 
 
@@ -129,13 +131,24 @@ def test_symbolic_batch_gets_a_guard(models, tmp_path):
 
 def compile_ir(text: str, params: dict, mesh: str, tmp_path: Path, **kw) -> Path:
     module = parse_module(text)
-    return build_artifact(module, params, tmp_path / "ir.sdc", mesh=mesh, **kw)
+    return build_artifact(module, params, tmp_path / "ir.sdc", CompileOptions(mesh=mesh, **kw))
 
 
 def collectives(path: Path) -> list[tuple]:
     plan = json.loads((path / "plan.json").read_text())
-    return [(op["op"], op["attrs"]["mesh_axes"]) for step in plan["ranks"][0]["steps"] for op in step["ops"]
-            if op["op"] in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_slice")]
+    return [(op, axes) for op, axes in plan_collectives(plan)
+            if op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "all_slice")]
+
+
+def plan_collectives(plan: dict) -> list[tuple[str, list[str]]]:
+    """(op, mesh axes) of rank 0's collective steps and of the all_slices inside its kernels, in order."""
+    out = []
+    for step in plan["ranks"][0]["steps"]:
+        if step["kind"] == "collective":
+            out.append((step["op"], step["mesh_axes"]))
+        elif step["kind"] == "launch":
+            out += [(op["op"], op["attrs"]["mesh_axes"]) for op in step["kernel"]["ops"] if "mesh_axes" in op["attrs"]]
+    return out
 
 
 RESHARD = """
@@ -385,7 +398,7 @@ def test_the_interpreter_runs_a_partitioned_program_per_rank():
     for t in threads:
         t.join()
     from sdc.codegen.ranks import io_shardings
-    from sdc.interpreter import entry_function
+    from sdc.dialect.ir import entry_function
 
     with module.context:
         (out_sharding,) = io_shardings(entry_function(module), "res_attrs", 1)

@@ -15,8 +15,10 @@ import torch
 import sdc
 from sdc.codegen.plan import build_plan
 from sdc.compiler import compile_module
+from sdc.options import CompileOptions
 from sdc.diagnostics import SdcError
-from sdc.interpreter import interpret, parse_module
+from sdc.interpreter import interpret
+from sdc.ir_text import parse_module
 
 MLP = """
 func.func @main(%x: tensor<?x16xf32> {sdc.name = "x", sdc.dims = #sdc.dims<["B", 16]>})
@@ -80,8 +82,8 @@ def symbolic_numpy(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.minimum(t, 2.5).reshape(a.shape[0], 2, 2), t > CONST
 
 
-def compile_text(text: str, params=None, **kwargs):
-    return compile_module(parse_module(text), params or {}, **kwargs)
+def compile_text(text: str, params=None, options: CompileOptions | None = None, **kwargs):
+    return compile_module(parse_module(text), params or {}, options, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -199,13 +201,13 @@ def test_compile_without_output_uses_a_temporary_artifact(rng):
 
 
 def test_compile_dump_ir_writes_each_stage(tmp_path, rng):
-    compile_text(MLP, mlp_params(rng), output=tmp_path / "m.sdc", dump_ir=tmp_path / "ir")
+    compile_text(MLP, mlp_params(rng), CompileOptions(dump_ir=tmp_path / "ir"), output=tmp_path / "m.sdc")
     names = sorted(p.name for p in (tmp_path / "ir").iterdir())
     assert names == ["00-input.mlir", "01-sdc-verify.mlir", "02-sdc-canonicalize.mlir", "03-cse.mlir",
-                     "04-sdc-shape-constraints.mlir", "05-sdc-layout-constraints.mlir", "06-sdc-fuse.mlir",
-                     "07-sdc-verify.mlir"]
-    assert '"sdc.softmax"' in (tmp_path / "ir" / "07-sdc-verify.mlir").read_text()
-    assert '"sdc.fusion"' in (tmp_path / "ir" / "06-sdc-fuse.mlir").read_text()
+                     "04-sdc-shape-constraints.mlir", "05-sdc-fold-conv-batch-norm.mlir",
+                     "06-sdc-layout-constraints.mlir", "07-sdc-fuse.mlir", "08-sdc-verify.mlir"]
+    assert '"sdc.softmax"' in (tmp_path / "ir" / "08-sdc-verify.mlir").read_text()
+    assert '"sdc.fusion"' in (tmp_path / "ir" / "07-sdc-fuse.mlir").read_text()
 
 
 # ---------------------------------------------------------------- the plan
@@ -214,22 +216,88 @@ def test_compile_dump_ir_writes_each_stage(tmp_path, rng):
 def test_plan_frees_every_intermediate_after_its_last_use(rng):
     plan = build_plan(parse_module(SYMBOLIC))  # no passes: the dead exp stays
     rank = plan.ranks[0]
-    steps = rank.steps
-    assert all(s["kind"] == "kernel" and len(s["ops"]) == 1 for s in steps)
-    assert [s["id"] for s in steps] == [f"k{i}" for i in range(len(steps))]
-    produced = {v: i for i, s in enumerate(steps) for v in s["ops"][0]["outputs"]}
+    launches = [s for s in rank.steps if s["kind"] == "launch"]
+    assert all(s["kind"] in ("launch", "free") for s in rank.steps)
+    assert all(len(s["kernel"]["ops"]) == 1 for s in launches)
+    assert [s["id"] for s in launches] == [f"k{i}" for i in range(len(launches))]
+    produced = {v: i for i, s in enumerate(rank.steps) if s["kind"] == "launch" for v in s["kernel"]["ops"][0]["outputs"]}
     freed = {}
-    for i, s in enumerate(steps):
-        for v in s["free"]:
+    for i, s in enumerate(rank.steps):
+        if s["kind"] != "free":
+            continue
+        assert rank.steps[i - 1]["kind"] == "launch"  # a free step follows the step it frees after
+        for v in s["values"]:
             assert v not in freed, f"{v} freed twice"
-            freed[v] = i
+            freed[v] = i - 1
     intermediates = set(produced) - set(rank.outputs)
     assert set(freed) == intermediates  # inputs, weights and outputs are never freed
     for v, at in freed.items():
-        readers = [i for i, s in enumerate(steps) if v in s["ops"][0]["inputs"]]
+        readers = [i for i, s in enumerate(rank.steps) if s["kind"] == "launch" and v in s["kernel"]["ops"][0]["inputs"]]
         assert at == (max(readers) if readers else produced[v])
-    dead = next(s for s in steps if s["ops"][0]["op"] == "exp")
-    assert dead["ops"][0]["outputs"] == dead["free"]  # unused: freed right after its own step
+    at = next(i for i, s in enumerate(rank.steps) if s["kind"] == "launch" and s["kernel"]["ops"][0]["op"] == "exp")
+    dead = rank.steps[at]
+    assert dead["outputs"] == []  # nothing reads it: the launch writes nothing that outlives it
+    assert rank.steps[at + 1] == {"kind": "free", "values": dead["kernel"]["ops"][0]["outputs"]}  # freed at once
+
+
+WEIGHT_MATH = """
+func.func @main(%x: tensor<3x8xf32>) -> (tensor<3x4xf32>, tensor<512x512xf32>) {
+  %w = "sdc.parameter"() {name = "w"} : () -> tensor<4x8xf32>
+  %s = "sdc.parameter"() {name = "s"} : () -> tensor<1x1xf32>
+  %t = "sdc.transpose"(%w) {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %t2 = "sdc.mul"(%t, %t) : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %y = "sdc.matmul"(%x, %t2) : (tensor<3x8xf32>, tensor<8x4xf32>) -> tensor<3x4xf32>
+  %big = "sdc.broadcast"(%s) {shape = [512, 512]} : (tensor<1x1xf32>) -> tensor<512x512xf32>
+  return %y, %big : tensor<3x4xf32>, tensor<512x512xf32>
+}
+"""
+
+
+def test_ops_on_weights_alone_are_computed_when_planning(rng):
+    """transpose and mul of a parameter become one stored weight (no step); a broadcast that would store
+    far more than it reads stays a run-time op."""
+    params = {"w": rng.standard_normal((4, 8), dtype=np.float32), "s": np.full((1, 1), 3.0, np.float32)}
+    plan = build_plan(parse_module(WEIGHT_MATH), params)
+    rank = plan.ranks[0]
+    ops = [op["op"] for s in rank.launches() for op in s["kernel"]["ops"]]
+    assert ops == ["matmul", "broadcast"]
+    assert sorted(rank.weights) == ["s", "w:mul"]  # the parameter w itself is no longer needed
+    np.testing.assert_array_equal(rank.weights["w:mul"].numpy(), params["w"].T * params["w"].T)
+    exe = compile_module(parse_module(WEIGHT_MATH), params)
+    x = rng.standard_normal((3, 8), dtype=np.float32)
+    y, big = exe(x)
+    np.testing.assert_allclose(y, x @ (params["w"].T ** 2), rtol=1e-5, atol=1e-5)
+    assert big.shape == (512, 512) and np.all(big == 3.0)
+
+
+IN_PLACE = """
+func.func @main(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = "sdc.exp"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = "sdc.neg"(%0) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = "sdc.add"(%x, %1) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = "sdc.relu"(%2) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %3 : tensor<4x8xf32>
+}
+"""
+
+
+def test_plan_decides_which_ops_run_in_place(rng):
+    """In place only on a fresh intermediate of the same kernel group that nothing else reads: never on
+    the input (exp), on the add's second operand (the first is the input), on the relu's operand."""
+    module = parse_module(IN_PLACE)
+    from sdc.transforms.pipeline import build_pipeline
+    from sdc.diagnostics import DiagnosticSink
+
+    with module.context:
+        build_pipeline("sdc-fuse{target=cpu}", DiagnosticSink()).run(module.operation)
+    (launch,) = build_plan(module).ranks[0].launches()
+    marks = [(op["op"], op.get("in_place")) for op in launch["kernel"]["ops"]]
+    assert marks == [("exp", None), ("neg", 0), ("add", 1), ("relu", 0)]
+    x = rng.standard_normal((4, 8), dtype=np.float32)
+    before = x.copy()
+    (y,) = compile_module(parse_module(IN_PLACE))(x)
+    np.testing.assert_allclose(y, np.maximum(x - np.exp(x), 0), rtol=1e-6)
+    np.testing.assert_array_equal(x, before)
 
 
 def test_plan_values_carry_shapes_symbols_and_weights():
@@ -241,7 +309,8 @@ def test_plan_values_carry_shapes_symbols_and_weights():
     consts = [v for v in values.values() if "weight" in v]
     assert consts == [{"shape": [4], "dtype": "f32", "weight": "sdc.constant.0"}]
     np.testing.assert_array_equal(plan.ranks[0].weights["sdc.constant.0"].numpy(), CONST)
-    clip = next(s["ops"][0] for s in plan.ranks[0].steps if s["ops"][0]["op"] == "clip")
+    clip = next(s["kernel"]["ops"][0] for s in plan.ranks[0].steps
+                if s["kind"] == "launch" and s["kernel"]["ops"][0]["op"] == "clip")
     assert clip["attrs"] == {"min": {"float": "-inf"}, "max": 2.5}
     assert clip["loc"] == "<string>:9:8"
     assert plan.outputs == [{"name": "y", "dtype": "f32", "shape": ["?", 2, 2]},

@@ -204,7 +204,7 @@ def test_compile_reports_a_contradiction_at_the_node(tmp_path, capsys):
 
 def test_registered_under_its_own_name_and_bindings_parse():
     from sdc.transforms import get_pass
-    from sdc.transforms.shape_constraints import ShapeBinding, parse_bindings
+    from sdc.dialect.bindings import ShapeBinding, parse_bindings
 
     assert get_pass("sdc-shape-constraints").name == "sdc-shape-constraints"
     assert parse_bindings("x=B,3,?,224;B=1..64 S=..512 N=8..  K=4") == [

@@ -203,7 +203,7 @@ def _recv_ref(env, a, *ignored):
     comm = getattr(env, "comm", None)
     if comm is None:
         raise RuntimeError("sdc.recv needs a communicator")
-    return comm.recv(list(a["mesh_axes"]), peer=a["peer"], spec=a.get("_result_spec"))
+    return comm.recv(list(a["mesh_axes"]), peer=a["peer"], spec=env.result_spec)
 
 
 register(OpDef(

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 import numpy as np
-import torch
 
 from sdc import dtypes
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec
+from sdc.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")
 
 
 def _constant_rule(ctx: ShapeContext, ins, attrs):
@@ -31,7 +37,7 @@ register(OpDef(
 
 
 def _parameter_ref(env, a):
-    params = getattr(env, "params", None) or {}
+    params = env.params
     name = a["name"]
     if name not in params:
         raise KeyError(f"parameter '{name}' has no value")

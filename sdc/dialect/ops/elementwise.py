@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import math
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from sdc import dtypes
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import ShapeContext, TensorSpec
+from sdc.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    torch = lazy_import("torch")
+    F = lazy_import("torch.nn.functional")
 
 # ---------------------------------------------------------------- dtype guards
 

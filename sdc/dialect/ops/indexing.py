@@ -4,33 +4,45 @@ determinant."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from sdc import dtypes
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.core import shape_attr_dims
 from sdc.dialect.ops.elementwise import FLOAT, INT, NUMERIC, check_dtype
 from sdc.dialect.shapes import ShapeContext, TensorSpec, is_static, shape_str
+from sdc.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")
 
 # ---------------------------------------------------------------- helpers
 
-# torch's CPU gather/scatter/index kernels lack uint16/32/64: move their bits as the signed twin.
-_SIGNED_TWIN = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
+@functools.cache
+def _signed_twins() -> dict[torch.dtype, torch.dtype]:
+    """torch's CPU gather/scatter/index kernels lack uint16/32/64: move their bits as the signed twin.
+
+    A function, not a module-level dict: building it reads torch, which this module imports lazily.
+    """
+    return {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
 
 
 def _movable(t: torch.Tensor) -> torch.Tensor:
     """A bit-identical view that torch's data-movement kernels accept."""
-    twin = _SIGNED_TWIN.get(t.dtype)
+    twin = _signed_twins().get(t.dtype)
     return t.view(twin) if twin is not None else t
 
 
 def _arith(t: torch.Tensor) -> torch.Tensor:
     """The tensor in a type torch's CPU arithmetic kernels accept (wide unsigned -> int64)."""
-    return t.to(torch.int64) if t.dtype in _SIGNED_TWIN else t
+    return t.to(torch.int64) if t.dtype in _signed_twins() else t
 
 
 def _wrap_index(idx: torch.Tensor, size) -> torch.Tensor:
@@ -276,8 +288,11 @@ def _scan_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[Te
     return [x]
 
 
-def _scan_ref(scan, identity: int):
+def _scan_ref(scan_name: str, identity: int):
+    """The reference of `torch.<scan_name>` (cumsum, cumprod) with sdc's exclusive/reverse options."""
+
     def ref(env, a, x):
+        scan = getattr(torch, scan_name)
         axis = a["axis"] % x.dim()
         y = _arith(x)
         if a["reverse"]:
@@ -299,14 +314,14 @@ _SCAN_ATTRS = {
     "reverse": attr("bool", False, "scan from the last element toward the first"),
 }
 
-for _name, _scan, _identity, _sem in (("cumsum", torch.cumsum, 0, "sum"), ("cumprod", torch.cumprod, 1, "product")):
+for _name, _identity, _sem in (("cumsum", 0, "sum"), ("cumprod", 1, "product")):
     register(OpDef(
         name=_name, family="scan",
         summary=f"running {_sem} along an axis",
         doc=(f"Element i along `axis` is the {_sem} of elements 0..i (`exclusive`: 0..i-1, the first being "
              f"{_identity}); `reverse` runs from the end instead (i..n-1). Integers wrap around; the result "
              "has the operand's type."),
-        operands=("operand",), attrs=_SCAN_ATTRS, shape=_scan_rule, ref=_scan_ref(_scan, _identity),
+        operands=("operand",), attrs=_SCAN_ATTRS, shape=_scan_rule, ref=_scan_ref(_name, _identity),
         example=(f'%1 = "sdc.{_name}"(%0) {{axis = 1 : i64, exclusive = false, reverse = true}} '
                  ": (tensor<?x16xf32>) -> tensor<?x16xf32>"),
     ))

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import math
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import NUMERIC, FLOAT, check_dtype
 from sdc.dialect.shapes import ShapeContext, TensorSpec, is_static, window_out  # noqa: F401 (window_out: public here too)
+from sdc.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    torch = lazy_import("torch")
+    F = lazy_import("torch.nn.functional")
 
 # ---------------------------------------------------------------- matmul
 
@@ -138,9 +144,10 @@ def _explicit_pad(x: torch.Tensor, pads: list[int], n: int, value: float, extra_
     return F.pad(x, spec, value=value)
 
 
-_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
-_MAXPOOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
-_AVGPOOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+# Spatial rank -> the torch.nn.functional function, by name (F is imported lazily).
+_CONV = {1: "conv1d", 2: "conv2d", 3: "conv3d"}
+_MAXPOOL = {1: "max_pool1d", 2: "max_pool2d", 3: "max_pool3d"}
+_AVGPOOL = {1: "avg_pool1d", 2: "avg_pool2d", 3: "avg_pool3d"}
 
 
 def _conv_ref(env, a, x, w, bias=None):
@@ -152,9 +159,9 @@ def _conv_ref(env, a, x, w, bias=None):
     dilations = a["dilations"] or [1] * n
     pads = a["pads"] or [0] * (2 * n)
     if pads[:n] == pads[n:]:  # symmetric: the convolution pads for free
-        return _CONV[n](x, w, bias, strides, pads[:n], dilations, a["groups"])
+        return getattr(F, _CONV[n])(x, w, bias, strides, pads[:n], dilations, a["groups"])
     x = _explicit_pad(x, pads, n, 0.0)
-    return _CONV[n](x, w, bias, strides, 0, dilations, a["groups"])
+    return getattr(F, _CONV[n])(x, w, bias, strides, 0, dilations, a["groups"])
 
 
 _WINDOW_ATTRS = {
@@ -208,7 +215,7 @@ def _max_pool_ref(env, a, x):
         return _max_pool_ref(env, a, x.to(torch.float64)).to(x.dtype)
     n, kernel, strides, dilations, pads, extra = _pool_geometry(a, x)
     xp = _explicit_pad(x, pads, n, -math.inf, extra)
-    return _MAXPOOL[n](xp, kernel, strides, 0, dilations)
+    return getattr(F, _MAXPOOL[n])(xp, kernel, strides, 0, dilations)
 
 
 def _window_sum(x: torch.Tensor, kernel, strides, dilations) -> torch.Tensor:
@@ -232,8 +239,8 @@ def _avg_pool_ref(env, a, x):
         mask = _explicit_pad(ones, pads, n, 0.0, extra)
     if any(d != 1 for d in dilations) or n not in _AVGPOOL:
         return _window_sum(xp, kernel, strides, dilations) / _window_sum(mask, kernel, strides, dilations)
-    total = _AVGPOOL[n](xp, kernel, strides, 0)
-    count = _AVGPOOL[n](mask, kernel, strides, 0)
+    total = getattr(F, _AVGPOOL[n])(xp, kernel, strides, 0)
+    count = getattr(F, _AVGPOOL[n])(mask, kernel, strides, 0)
     return total / count
 
 

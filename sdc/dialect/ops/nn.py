@@ -3,13 +3,20 @@ the linear-attention recurrence, transposed and deformable convolution."""
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import FLOAT, check_dtype
 from sdc.dialect.ops.linalg import _WINDOW_ATTRS, _spatial_attr, _window_dims, check_conv_operands, window_attrs
 from sdc.dialect.shapes import ShapeContext, TensorSpec, is_static
+from sdc.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    torch = lazy_import("torch")
+    F = lazy_import("torch.nn.functional")
 
 # ---------------------------------------------------------------- linear attention
 
@@ -120,7 +127,8 @@ def _conv_transpose_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) 
     return [TensorSpec((x.shape[0], w.shape[1] * groups, *spatial), x.dtype)]
 
 
-_CONV_TRANSPOSE = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+# Spatial rank -> the torch.nn.functional function, by name (F is imported lazily).
+_CONV_TRANSPOSE = {1: "conv_transpose1d", 2: "conv_transpose2d", 3: "conv_transpose3d"}
 
 
 def _conv_transpose_ref(env, a, x, w):
@@ -131,7 +139,7 @@ def _conv_transpose_ref(env, a, x, w):
     dilations = a["dilations"] or [1] * n
     pads = a["pads"] or [0] * (2 * n)
     extra = a["output_padding"] or [0] * n
-    full = _CONV_TRANSPOSE[n](x, w, None, strides, 0, 0, a["groups"], dilations)
+    full = getattr(F, _CONV_TRANSPOSE[n])(x, w, None, strides, 0, 0, a["groups"], dilations)
     # Crop the pads off the full result (negative pads and output_padding extend it with zeros).
     spec = []
     for i in reversed(range(n)):

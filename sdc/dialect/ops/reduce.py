@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import ANY, FLOAT, NUMERIC, check_dtype
 from sdc.dialect.shapes import ShapeContext, TensorSpec
+from sdc.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    torch = lazy_import("torch")
+    F = lazy_import("torch.nn.functional")
 
 
 def reduced_shape(shape, axes, keepdims: bool) -> tuple:
@@ -152,16 +159,13 @@ def _softmax_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list
     return [ins[0]]
 
 
-for _name, _fn, _sem in (
-    ("softmax", F.softmax, "exp(x) / sum(exp(x))"),
-    ("log_softmax", F.log_softmax, "x - log(sum(exp(x)))"),
-):
+for _name, _sem in (("softmax", "exp(x) / sum(exp(x))"), ("log_softmax", "x - log(sum(exp(x)))")):
     register(OpDef(
         name=_name, family="normalization",
         summary=f"{_sem} along an axis",
         doc=f"`{_sem}` along `axis`, computed stably (the maximum is subtracted first).",
         operands=("operand",), attrs={"axis": attr("int", -1, "the normalized dim")},
-        shape=_softmax_rule, ref=lambda env, a, x, _fn=_fn: _half_in_f32(_fn, x, a["axis"]),
+        shape=_softmax_rule, ref=lambda env, a, x, _fn=_name: _half_in_f32(getattr(F, _fn), x, a["axis"]),
         example=f'%1 = "sdc.{_name}"(%0) {{axis = -1 : i64}} : (tensor<?x12x?x?xf32>) -> tensor<?x12x?x?xf32>',
     ))
 

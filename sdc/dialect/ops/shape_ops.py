@@ -3,13 +3,20 @@ squeeze/unsqueeze and gather."""
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.core import shape_attr_dims
 from sdc.dialect.ops.elementwise import INT, check_dtype
-from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec, is_static
+from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec, broadcast_shapes, is_static
+from sdc.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    torch = lazy_import("torch")
+    F = lazy_import("torch.nn.functional")
 
 # ---------------------------------------------------------------- reshape
 
@@ -86,7 +93,7 @@ def _broadcast_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> li
 
 def _broadcast_ref(env, a, x):
     target = [env.dim(d) for d in a["shape"]]
-    return x.expand(torch.broadcast_shapes(x.shape, target)).contiguous()
+    return x.expand(broadcast_shapes(x.shape, target)).contiguous()
 
 
 register(OpDef(

@@ -10,3 +10,4 @@
 // CHECK-DAG: --print-debuginfo
 // CHECK-DAG: --list-passes
 // CHECK-DAG: --debug
+// CHECK-DAG: --version

@@ -1,7 +1,7 @@
 // sdc-fuse: one sdc.fusion region per kernel group; what joins a group and what never does.
-// RUN: sdc-opt %s --split-input-file -p 'sdc-fuse,sdc-verify' | FileCheck %s
+// RUN: sdc-opt %s --split-input-file -p 'sdc-fuse{target=cuda},sdc-verify' | FileCheck %s
 // The regions print in generic form and read back the same (sdc.fusion and sdc.yield round-trip).
-// RUN: sdc-opt %s --split-input-file -p 'sdc-fuse' | sdc-opt --split-input-file | FileCheck %s
+// RUN: sdc-opt %s --split-input-file -p 'sdc-fuse{target=cuda}' | sdc-opt --split-input-file | FileCheck %s
 
 // An elementwise chain is one group, its last value its only result.
 // CHECK-LABEL: func.func @elementwise_chain

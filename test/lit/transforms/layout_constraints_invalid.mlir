@@ -2,7 +2,7 @@
 // made it; a bad target is a usage error before any input is read.
 // RUN: sdc-opt %s --split-input-file --verify-diagnostics -p 'sdc-layout-constraints{target=cuda}'
 // RUN: not sdc-opt %s -p 'sdc-layout-constraints{target=tpu}' 2>&1 | FileCheck %s --check-prefix=TARGET
-// TARGET: error: pass 'sdc-layout-constraints' option 'target' must be one of cuda, cpu, found 'tpu'
+// TARGET: error: pass 'sdc-layout-constraints' option 'target': unknown target 'tpu' (targets: cpu, cuda)
 
 // A reshape reads and writes row-major tensors only.
 func.func @reshape_nhwc(%x: tensor<2x3x4x5xf32>) -> tensor<2x3x4x5xf32> {

@@ -1,0 +1,37 @@
+"""The `mlir` frontend: a file of sdc IR (what `sdc import` and `sdc-opt` write), with its
+parameter values from a separate .safetensors or .npz file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sdc.diagnostics import SdcError
+from sdc.frontend.base import Imported, InputShapes
+from sdc.frontend.params import read_params
+
+
+class MlirFrontend:
+    """Parses the IR as it is; the mesh and the symbols' bounds are the compile pipeline's business."""
+
+    name = "mlir"
+
+    def import_model(self, model: Any, *, input_shapes: InputShapes | None = None,
+                     params_file: str | os.PathLike | None = None, mesh: Any = None) -> Imported:
+        from sdc.ir_text import parse_module
+
+        path = Path(model)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise SdcError(f"cannot read '{path}': not UTF-8 text") from None
+        except OSError as e:
+            raise SdcError(f"cannot open '{path}': {e.strerror}") from None
+        module = parse_module(text, source_name=str(path))
+        params = read_params(params_file) if params_file is not None else {}
+        options: dict[str, Any] = {"source": path.name, "frontend": self.name,
+                                   "params": Path(params_file).name if params_file else None}
+        if input_shapes:
+            options["input_shapes"] = dict(input_shapes)
+        return Imported(module, params, options)

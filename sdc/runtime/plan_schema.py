@@ -1,0 +1,370 @@
+"""plan.json, version 2: one rank's plan read into typed steps, checked once, at load time.
+
+A rank's plan is a values table and an ordered list of steps, each with a `kind`:
+
+- `alloc`: a buffer for a value (its shape and dtype are the value's), optionally taking the memory
+  of a value freed earlier (`reuses`);
+- `launch`: a kernel on a stream, with the values it reads and writes; its `kernel` says which
+  backend runs it (`reference`: a group of sdc ops run by their reference semantics);
+- `collective`: one collective op over mesh axes (its group), on a stream;
+- `record` / `wait`: an event recorded on one stream and waited for on another;
+- `free`: values nothing reads any more.
+
+`parse_rank_plan` checks everything that can be checked without the weights: the fields and their
+types, that every value is defined before it is read and never read after it is freed, that a
+stream waits only for an event recorded before. (Whether each op is a known sdc op is the executor's
+check: the op tables import torch, and reading an artifact does not.) Each error names the
+step (`rank 0 step 7 (launch k3): ...`), so a bad plan is found at load and never in the middle of a
+run. The executor (`sdc.runtime.executor`) then works from these objects alone. See docs/artifact.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+from sdc import dtypes
+from sdc.runtime.format import COLLECTIVE, LAUNCH, RECORD, REFERENCE, STEP_KINDS, WAIT
+
+Dim = Union[int, str]
+
+
+@dataclass(frozen=True)
+class Value:
+    id: str
+    shape: tuple[Dim, ...]  # ints, symbol names (or expressions such as "B//2"), "?"
+    dtype: str
+    weight: str | None = None  # the tensor of the rank's weights file it is bound to
+    layout: tuple[int, ...] | None = None  # the weight's physical dim order
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    """One op of a reference kernel group."""
+
+    op: str
+    attrs: dict  # as encoded in JSON (dense constants are {"weight": NAME}); decoded by the executor
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    loc: str = ""
+    in_place: int | None = None  # the operand whose memory the op may write its result into
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    where: str  # "rank 0 step 7 (launch k3)", for messages
+
+
+@dataclass(frozen=True)
+class Alloc(Step):
+    value: str
+    reuses: str | None
+
+
+@dataclass(frozen=True)
+class Launch(Step):
+    id: str
+    stream: int
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    backend: str
+    ops: tuple[OpEntry, ...]
+
+
+@dataclass(frozen=True)
+class Collective(Step):
+    id: str
+    stream: int
+    op: str
+    mesh_axes: tuple[str, ...]
+    attrs: dict
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    loc: str
+
+
+@dataclass(frozen=True)
+class Record(Step):
+    event: str
+    stream: int
+
+
+@dataclass(frozen=True)
+class Wait(Step):
+    event: str
+    stream: int
+
+
+@dataclass(frozen=True)
+class Free(Step):
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RankProgram:
+    rank: int
+    weights: str
+    values: dict[str, Value]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    streams: tuple[str, ...]
+    steps: tuple[Step, ...]
+
+    def collective_axes(self) -> list[list[str]]:
+        """Every set of mesh axes the rank's collectives run over (each needs a process group)."""
+        out: list[list[str]] = []
+        for step in self.steps:
+            if isinstance(step, Collective) and list(step.mesh_axes) not in out:
+                out.append(list(step.mesh_axes))
+        return out
+
+
+class PlanError(ValueError):
+    """A malformed rank plan; the message names the rank and step."""
+
+
+BACKENDS = (REFERENCE,)  # the kernel backends this runtime runs
+
+
+def parse_rank_plan(raw: Any) -> RankProgram:
+    """Check one entry of plan.json's `ranks` and read it into typed steps; raises PlanError."""
+    if not isinstance(raw, dict) or not _is_int(raw.get("rank")):
+        raise PlanError(f"a rank plan must be an object with an integer 'rank', found {_short(raw)}")
+    rank = raw["rank"]
+    for key, kind in (("weights", str), ("values", dict), ("inputs", list), ("outputs", list), ("steps", list),
+                      ("streams", list)):
+        if not isinstance(raw.get(key), kind):
+            raise PlanError(f"rank {rank}: field '{key}' is missing or not a {_KIND_NAMES[kind]}")
+    streams = raw["streams"]
+    if not streams or not all(isinstance(s, str) for s in streams):
+        raise PlanError(f"rank {rank}: 'streams' must be a non-empty list of stream names, found {_short(streams)}")
+    values = {vid: _value(rank, vid, v) for vid, v in raw["values"].items()}
+    reader = _Reader(rank, values, len(streams))
+    inputs = reader.ids(raw["inputs"], f"rank {rank}: inputs")
+    outputs = reader.ids(raw["outputs"], f"rank {rank}: outputs")
+    for vid in inputs:
+        if values[vid].weight is not None:
+            raise PlanError(f"rank {rank}: input value '{vid}' is bound to weight '{values[vid].weight}'")
+    reader.defined.update(inputs)
+    reader.defined.update(vid for vid, v in values.items() if v.weight is not None)
+    reader.protected = set(inputs) | set(outputs) | {vid for vid, v in values.items() if v.weight is not None}
+    steps = tuple(reader.step(i, s) for i, s in enumerate(raw["steps"]))
+    for vid in outputs:
+        if vid not in reader.defined:
+            raise PlanError(f"rank {rank}: output value '{vid}' is never computed")
+    return RankProgram(rank, raw["weights"], values, inputs, outputs, tuple(streams), steps)
+
+
+_KIND_NAMES = {str: "string", dict: "object", list: "list", int: "integer"}
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _short(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _value(rank: int, vid: str, v: Any) -> Value:
+    where = f"rank {rank}: value '{vid}'"
+    if not isinstance(v, dict) or not isinstance(v.get("shape"), list) or not dtypes.is_known(str(v.get("dtype"))):
+        raise PlanError(f"{where} must have a 'shape' list and a known 'dtype', found {_short(v)}")
+    if not all((_is_int(d) and d >= 0) or (isinstance(d, str) and d) for d in v["shape"]):
+        raise PlanError(f"{where}: shape must list sizes, symbol names or \"?\", found {_short(v['shape'])}")
+    weight, layout = v.get("weight"), v.get("layout")
+    if weight is not None and not isinstance(weight, str):
+        raise PlanError(f"{where}: 'weight' must be a weight name, found {_short(weight)}")
+    if layout is not None:
+        if weight is None:
+            raise PlanError(f"{where} has a 'layout' but is not a weight")
+        if not isinstance(layout, list) or sorted(layout) != list(range(len(v["shape"]))):
+            raise PlanError(f"{where} has layout {layout!r}, which is not a permutation of its {len(v['shape'])} dims")
+        layout = tuple(layout)
+    return Value(vid, tuple(v["shape"]), v["dtype"], weight, layout)
+
+
+class _Reader:
+    """Reads the steps in order, tracking what is defined, freed and recorded."""
+
+    def __init__(self, rank: int, values: dict[str, Value], n_streams: int):
+        self.rank = rank
+        self.values = values
+        self.n_streams = n_streams
+        self.defined: set[str] = set()
+        self.freed: set[str] = set()
+        self.protected: set[str] = set()  # inputs, outputs and weights: never freed
+        self.allocated: set[str] = set()
+        self.events: set[str] = set()
+        self.step_ids: set[str] = set()
+
+    def ids(self, raw: Any, where: str) -> tuple[str, ...]:
+        if not isinstance(raw, list):
+            raise PlanError(f"{where} must be a list of value ids, found {_short(raw)}")
+        for vid in raw:
+            if not isinstance(vid, str) or vid not in self.values:
+                raise PlanError(f"{where} refers to value {vid!r}, which is not in the values table")
+        return tuple(raw)
+
+    def reads(self, vids: tuple[str, ...], where: str, local: set[str] = frozenset()) -> None:
+        for vid in vids:
+            if vid in self.freed:
+                raise PlanError(f"{where}: reads value '{vid}' after it is freed")
+            if vid not in self.defined and vid not in local:
+                raise PlanError(f"{where}: reads value '{vid}' before it is computed")
+
+    def writes(self, vids: tuple[str, ...], where: str) -> None:
+        for vid in vids:
+            if vid in self.defined and vid not in self.allocated:
+                raise PlanError(f"{where}: writes value '{vid}', which is already defined")
+            if vid in self.freed:
+                raise PlanError(f"{where}: writes value '{vid}' after it is freed")
+
+    def stream(self, raw: dict, where: str) -> int:
+        s = raw.get("stream")
+        if not _is_int(s) or not 0 <= s < self.n_streams:
+            raise PlanError(f"{where}: 'stream' must be a stream index 0..{self.n_streams - 1}, found {_short(s)}")
+        return s
+
+    def step(self, i: int, raw: Any) -> Step:
+        head = f"rank {self.rank} step {i}"
+        if not isinstance(raw, dict):
+            raise PlanError(f"{head}: a step must be an object, found {_short(raw)}")
+        kind = raw.get("kind")
+        if kind not in STEP_KINDS:
+            raise PlanError(f"{head}: unknown step kind {kind!r} (kinds: {', '.join(STEP_KINDS)})")
+        label = raw.get("id") if kind in (LAUNCH, COLLECTIVE) else raw.get("event") if kind in (RECORD, WAIT) else None
+        where = f"{head} ({kind} {label})" if isinstance(label, str) else f"{head} ({kind})"
+        return getattr(self, f"_{kind}")(i, where, raw)
+
+    def _id(self, raw: dict, where: str) -> str:
+        sid = raw.get("id")
+        if not isinstance(sid, str) or not sid:
+            raise PlanError(f"{where}: 'id' must be a non-empty string, found {_short(sid)}")
+        if sid in self.step_ids:
+            raise PlanError(f"{where}: step id '{sid}' is used twice")
+        self.step_ids.add(sid)
+        return sid
+
+    def _alloc(self, i: int, where: str, raw: dict) -> Alloc:
+        (vid,) = self.ids([raw.get("value")], where)
+        if vid in self.defined:
+            raise PlanError(f"{where}: value '{vid}' is already defined")
+        if "?" in self.values[vid].shape:
+            raise PlanError(f"{where}: value '{vid}' has an unknown dim ('?'), so no buffer can be sized for it")
+        reuses = raw.get("reuses")
+        if reuses is not None:
+            (reuses,) = self.ids([reuses], f"{where}: reuses")
+            if reuses not in self.freed:
+                raise PlanError(f"{where}: reuses the memory of value '{reuses}', which is not freed before")
+        self.defined.add(vid)
+        self.allocated.add(vid)
+        return Alloc(i, where, vid, reuses)
+
+    def _launch(self, i: int, where: str, raw: dict) -> Launch:
+        sid = self._id(raw, where)
+        stream = self.stream(raw, where)
+        inputs = self.ids(raw.get("inputs"), f"{where}: inputs")
+        outputs = self.ids(raw.get("outputs"), f"{where}: outputs")
+        kernel = raw.get("kernel")
+        if not isinstance(kernel, dict) or not isinstance(kernel.get("backend"), str):
+            raise PlanError(f"{where}: 'kernel' must be an object with a 'backend', found {_short(kernel)}")
+        backend = kernel["backend"]
+        if backend not in BACKENDS:
+            raise PlanError(f"{where}: kernel backend '{backend}' is not one this runtime runs "
+                            f"({', '.join(BACKENDS)})")
+        self.reads(inputs, where)
+        self.writes(outputs, where)
+        ops = kernel.get("ops")
+        if not isinstance(ops, list) or not ops:
+            raise PlanError(f"{where}: a reference kernel needs a non-empty 'ops' list")
+        made: set[str] = set()
+        entries = []
+        for n, entry in enumerate(ops):
+            e = self._op_entry(entry, f"{where} op {n}")
+            for vid in e.inputs:
+                if vid not in made and vid not in inputs:
+                    self.reads((vid,), f"{where} op {n} ('{e.op}')")
+            self.writes(e.outputs, f"{where} op {n} ('{e.op}')")
+            made.update(e.outputs)
+            entries.append(e)
+        missing = [v for v in outputs if v not in made]
+        if missing:
+            raise PlanError(f"{where}: lists output '{missing[0]}', which none of its ops computes")
+        self.defined.update(made)
+        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries))
+
+    def _op_entry(self, raw: Any, where: str) -> OpEntry:
+        if not isinstance(raw, dict):
+            raise PlanError(f"{where}: an op must be an object, found {_short(raw)}")
+        name = raw.get("op")
+        if not isinstance(name, str) or not name:
+            raise PlanError(f"{where}: 'op' must be an sdc op name, found {_short(name)}")
+        where = f"{where} ('{name}')"
+        attrs = raw.get("attrs", {})
+        if not isinstance(attrs, dict):
+            raise PlanError(f"{where}: 'attrs' must be an object, found {_short(attrs)}")
+        inputs = self.ids(raw.get("inputs", []), f"{where}: inputs")
+        outputs = self.ids(raw.get("outputs", []), f"{where}: outputs")
+        loc = raw.get("loc") or ""
+        if not isinstance(loc, str):
+            raise PlanError(f"{where}: 'loc' must be a string, found {_short(loc)}")
+        in_place = raw.get("in_place")
+        if in_place is not None and (not _is_int(in_place) or not 0 <= in_place < len(inputs) or len(outputs) != 1):
+            raise PlanError(f"{where}: 'in_place' must be the index of one of its {len(inputs)} operands "
+                            f"(and the op must have one result), found {_short(in_place)}")
+        return OpEntry(name, attrs, inputs, outputs, loc, in_place)
+
+    def _collective(self, i: int, where: str, raw: dict) -> Collective:
+        sid = self._id(raw, where)
+        stream = self.stream(raw, where)
+        name = raw.get("op")
+        if not isinstance(name, str) or not name:
+            raise PlanError(f"{where}: 'op' must be an sdc collective op name, found {_short(name)}")
+        axes = raw.get("mesh_axes")
+        if not isinstance(axes, list) or not axes or not all(isinstance(a, str) for a in axes):
+            raise PlanError(f"{where}: 'mesh_axes' must be a non-empty list of mesh axis names, found {_short(axes)}")
+        attrs = raw.get("attrs", {})
+        if not isinstance(attrs, dict):
+            raise PlanError(f"{where}: 'attrs' must be an object, found {_short(attrs)}")
+        inputs = self.ids(raw.get("inputs"), f"{where}: inputs")
+        outputs = self.ids(raw.get("outputs"), f"{where}: outputs")
+        self.reads(inputs, where)
+        self.writes(outputs, where)
+        self.defined.update(outputs)
+        loc = raw.get("loc") or ""
+        return Collective(i, where, sid, stream, name, tuple(axes), attrs, inputs, outputs,
+                          loc if isinstance(loc, str) else "")
+
+    def _record(self, i: int, where: str, raw: dict) -> Record:
+        event, stream = self._event(raw, where), self.stream(raw, where)
+        if event in self.events:
+            raise PlanError(f"{where}: event '{event}' is recorded twice")
+        self.events.add(event)
+        return Record(i, where, event, stream)
+
+    def _wait(self, i: int, where: str, raw: dict) -> Wait:
+        event, stream = self._event(raw, where), self.stream(raw, where)
+        if event not in self.events:
+            raise PlanError(f"{where}: waits for event '{event}', which no earlier step records")
+        return Wait(i, where, event, stream)
+
+    def _event(self, raw: dict, where: str) -> str:
+        event = raw.get("event")
+        if not isinstance(event, str) or not event:
+            raise PlanError(f"{where}: 'event' must be a non-empty string, found {_short(event)}")
+        return event
+
+    def _free(self, i: int, where: str, raw: dict) -> Free:
+        vids = self.ids(raw.get("values"), f"{where}: values")
+        for vid in vids:
+            if vid in self.protected:
+                raise PlanError(f"{where}: frees value '{vid}', an input, output or weight")
+            if vid in self.freed:
+                raise PlanError(f"{where}: frees value '{vid}' twice")
+            if vid not in self.defined:
+                raise PlanError(f"{where}: frees value '{vid}' before it is computed")
+        self.freed.update(vids)
+        return Free(i, where, vids)

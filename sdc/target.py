@@ -1,0 +1,129 @@
+"""What each compile target can do: one registry that every target check reads.
+
+A target is data: its name, the layouts its kernels prefer, the constants of the fusion cost
+model, how its kernels are generated, its default precision, and whether sdc can compile and run
+it yet. The driver, the passes' `target` options, the plan builder, the artifact reader and the
+runtime all ask this registry; none keeps its own list. Adding a target is adding an entry here
+(and, for the layout table, a look at `sdc.transforms.layout_model`).
+
+MLIR-free and torch-free: the runtime imports it to check an artifact's target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sdc.diagnostics import SdcError
+
+
+@dataclass(frozen=True)
+class LayoutPreference:
+    """An op that runs faster in one layout kind on a target.
+
+    `op` is an op name or family as the layout model's rules name them (`"convolution"`); `layout`
+    is the kind it prefers (`"channels_last"` or `"row_major"`); running in the other kind costs
+    `other_cost` times the op's memory traffic. `why` is what `sdc compile --explain layout` says
+    about a cast this preference causes.
+    """
+
+    op: str
+    layout: str
+    other_cost: float
+    why: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """One compile target and its capabilities.
+
+    name                the name users give (`--target`, `target=`, pass options `{target=...}`)
+    description         one line for help texts and docs
+    preferred_layouts   the ops whose layout preference differs from the target-neutral rules
+                        (sdc-layout-constraints builds its table from them)
+    flops_per_byte      machine balance: the flops that cost as much as moving one byte (sdc-fuse
+                        recomputes a cheap op only when it saves more traffic than this many flops)
+    has_triton_backend  its kernels are generated as Triton source (False: the plan's kernel groups
+                        run through their reference semantics, torch ops)
+    default_precision   the dtype floating-point math computes in unless the options say otherwise
+    supported           sdc can compile for it and its runtime can run the artifact, today
+    not_yet             when not supported: what it waits for (shown in the refusal)
+    """
+
+    name: str
+    description: str
+    preferred_layouts: tuple[LayoutPreference, ...]
+    flops_per_byte: float
+    has_triton_backend: bool
+    default_precision: str
+    supported: bool
+    not_yet: str = ""
+
+    def check_supported(self) -> None:
+        """SdcError unless sdc can compile for this target and run the result."""
+        if self.supported:
+            return
+        able = " and ".join(f"'{name}'" for name in supported_targets())
+        raise SdcError(f"target '{self.name}' is not supported yet: only {able} "
+                       f"{'is' if len(supported_targets()) == 1 else 'are'} ({self.not_yet})")
+
+
+_TARGETS: tuple[Target, ...] = (
+    Target(
+        name="cpu",
+        description="the reference backend: torch CPU ops run each kernel group (development and CI)",
+        preferred_layouts=(
+            LayoutPreference("convolution", "channels_last", 1.0,
+                             "torch's CPU convolutions (oneDNN) run channels-last about twice as fast as NCHW"),
+        ),
+        flops_per_byte=8.0,
+        has_triton_backend=False,
+        default_precision="f32",
+        supported=True,
+    ),
+    Target(
+        name="cuda",
+        description="NVIDIA GPUs: Triton kernels and NCCL collectives",
+        preferred_layouts=(
+            LayoutPreference("convolution", "channels_last", 1.0,
+                             "convolution prefers NHWC on cuda (tensor cores); NCHW costs a transpose inside"),
+        ),
+        flops_per_byte=20.0,
+        has_triton_backend=True,
+        default_precision="f32",
+        supported=False,
+        not_yet="the CUDA backend arrives with Triton codegen",
+    ),
+)
+
+TARGETS: dict[str, Target] = {t.name: t for t in _TARGETS}
+"""Every target by name, in the order help texts list them."""
+
+DEFAULT_TARGET = "cpu"
+"""What the driver, `sdc compile` and the passes' `target` options use when none is given."""
+
+
+def target_names() -> tuple[str, ...]:
+    return tuple(TARGETS)
+
+
+def supported_targets() -> tuple[str, ...]:
+    """The targets sdc compiles for and runs today."""
+    return tuple(name for name, t in TARGETS.items() if t.supported)
+
+
+def unknown_target(name: str) -> str:
+    """The one message for a target name the registry does not know."""
+    return f"unknown target '{name}' (targets: {', '.join(TARGETS)})"
+
+
+def target_option_error(pass_name: str, found: str) -> str:
+    """The message of a pass whose `target` option names no target (sdc-opt prints it, exit 1)."""
+    return f"pass '{pass_name}' option 'target': {unknown_target(found)}"
+
+
+def get_target(name: str) -> Target:
+    """The target called `name`; SdcError for a name the registry does not know."""
+    target = TARGETS.get(name) if isinstance(name, str) else None
+    if target is None:
+        raise SdcError(unknown_target(name))
+    return target

@@ -1,0 +1,178 @@
+"""sdc-fold-conv-batch-norm: an inference batch norm of a convolution's result becomes part of the
+convolution's weight and a per-channel bias.
+
+    y = conv(x, w) [+ b];  z = batch_norm(y, gamma, beta, mean, var)
+
+becomes, with scale = gamma / sqrt(var + epsilon),
+
+    z = conv(x, w * scale[:, None, ...]) + reshape((b - mean) * scale + beta, [1, C, 1, ...])
+
+Weight values are not in the IR (an `sdc.parameter` names its weight), so the new weight and bias
+are IR ops on the parameters: `sdc.sqrt`, `sdc.div`, `sdc.mul`, `sdc.sub`, `sdc.add`, `sdc.reshape`
+and one `sdc.constant` (epsilon). Every operand of those ops is a weight, so the planner evaluates
+them at compile time and the artifact stores the folded weights (sdc/codegen/plan.py); the
+convolution plus its bias add is one reference kernel there. The result equals the unfolded program
+up to float rounding (the folded weights round once more).
+
+It applies where:
+- the batch norm's input is an `sdc.conv` result, or an `sdc.add` of one and a per-channel weight
+  (shape [1, C, 1, ...], [C, 1, ...] or one element: an ONNX Conv's bias), each read only by the next op;
+- the convolution's weight, the bias and the four batch-norm operands are computed from weights
+  alone (parameters and constants), so the folding costs nothing at run time;
+- everything has one float dtype (f16, f32 or f64), and the weight's output channels are static.
+
+Anything else is left as it is. It emits no errors. Run it before sdc-layout-constraints and
+sdc-fuse (it changes what they see: a convolution and an add instead of a batch norm).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sdc.diagnostics import DiagnosticSink
+from sdc.dialect.dense import DenseValue
+from sdc.dialect.op_classes import create, read_attrs, tensor_spec
+from sdc.dialect.opdef import OPS
+from sdc.mlir import ir
+from sdc.transforms.base import ModulePass, walk_ops
+
+WEIGHT_OPS = ("sdc.parameter", "sdc.constant")
+NUMPY_FLOATS = ("f16", "f32", "f64")  # float dtypes whose epsilon constant numpy can spell (not bf16)
+
+
+def _owner(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def _single_use(value: ir.Value) -> bool:
+    return len(list(value.uses)) == 1
+
+
+class _Weights:
+    """Which values are computed from weights alone (memoized per op)."""
+
+    def __init__(self):
+        self.known: dict[ir.Operation, bool] = {}
+
+    def __call__(self, value: ir.Value) -> bool:
+        op = _owner(value)
+        if op is None:
+            return False
+        if op in self.known:
+            return self.known[op]
+        self.known[op] = False  # a cycle cannot happen in SSA; this only stops recursion on odd IR
+        if op.name in WEIGHT_OPS:
+            result = True
+        else:
+            opdef = OPS.get(op.name[4:]) if op.name.startswith("sdc.") else None
+            # all_slice of a weight is a weight too: the planner cuts each rank's block at compile time
+            result = (opdef is not None and opdef.pure and (opdef.family != "collective" or opdef.name == "all_slice")
+                      and len(op.operands) > 0 and all(self(v) for v in op.operands))
+        self.known[op] = result
+        return result
+
+
+def _per_channel_bias(add: ir.Operation, y: ir.Value, channels: int, dtype: str, is_weight: _Weights):
+    """The operand that `add` adds to `y` when it is one weight value per channel, else None."""
+    if len(add.operands) != 2 or add.results[0].type != y.type:
+        return None
+    lhs, rhs = add.operands
+    other = rhs if lhs == y else lhs if rhs == y else None
+    if other is None or other == y or not is_weight(other):
+        return None
+    spec = tensor_spec(other.type)
+    rank = tensor_spec(y.type).rank
+    if spec.dtype != dtype or not all(isinstance(d, int) for d in spec.shape):
+        return None
+    shape = list(spec.shape)
+    numel = 1
+    for d in shape:
+        numel *= d
+    if numel == 1 and len(shape) <= rank:
+        return other
+    if len(shape) == rank and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) == rank - 1 and shape[0] == channels and all(d == 1 for d in shape[1:]):
+        return other
+    return None
+
+
+def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
+    """Fold one `sdc.batch_norm` into the convolution before it; False when it does not apply."""
+    x = bn.operands[0]
+    producer = _owner(x)
+    add = bias = None
+    if producer is not None and producer.name == "sdc.add" and _single_use(x):
+        add = producer
+        conv_value = next((v for v in add.operands if (o := _owner(v)) is not None and o.name == "sdc.conv"), None)
+        if conv_value is None:
+            return False
+        producer = _owner(conv_value)
+    if producer is None or producer.name != "sdc.conv" or not _single_use(producer.results[0]):
+        return False
+    conv = producer
+    w = conv.operands[1]
+    w_spec, y_spec = tensor_spec(w.type), tensor_spec(conv.results[0].type)
+    channels = w_spec.shape[0]
+    if not isinstance(channels, int) or w_spec.dtype not in NUMPY_FLOATS or y_spec.dtype != w_spec.dtype:
+        return False
+    stats = list(bn.operands[1:5])
+    if not is_weight(w) or not all(is_weight(v) for v in stats):
+        return False
+    if any(tensor_spec(v.type).dtype != w_spec.dtype or tensor_spec(v.type).shape != (channels,) for v in stats):
+        return False
+    if add is not None:
+        bias = _per_channel_bias(add, conv.results[0], channels, w_spec.dtype, is_weight)
+        if bias is None:
+            return False
+    epsilon = read_attrs(OPS["batch_norm"], bn)["epsilon"]
+    gamma, beta, mean, var = stats
+    with ir.InsertionPoint(bn), bn.location:
+        eps_value = DenseValue.from_numpy(_array([epsilon], w_spec.dtype))
+        eps = create("constant", [], {"value": eps_value}).results[0]
+        scale = create("div", [gamma, create("sqrt", [create("add", [var, eps]).results[0]]).results[0]]).results[0]
+        column = create("reshape", [scale], {"shape": [channels] + [1] * (w_spec.rank - 1)}).results[0]
+        shift = create("sub", [beta, create("mul", [mean, scale]).results[0]]).results[0]
+        if bias is not None:
+            flat = create("reshape", [bias], {"shape": [_numel(tensor_spec(bias.type).shape)]}).results[0]
+            shift = create("add", [create("mul", [flat, scale]).results[0], shift]).results[0]
+        row = create("reshape", [shift], {"shape": [1, channels] + [1] * (y_spec.rank - 2)}).results[0]
+        weight = create("mul", [w, column]).results[0]
+    with ir.InsertionPoint(bn):
+        new_conv = create("conv", [conv.operands[0], weight], read_attrs(OPS["conv"], conv), loc=conv.location)
+        out = create("add", [new_conv.results[0], row], loc=bn.location)
+    bn.results[0].replace_all_uses_with(out.results[0])
+    bn.erase()
+    if add is not None:
+        add.erase()
+    conv.erase()
+    return True
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _array(values: list[float], dtype: str):
+    import numpy as np
+
+    return np.asarray(values, dtype={"f16": np.float16, "f32": np.float32, "f64": np.float64}[dtype])
+
+
+@dataclass(frozen=True)
+class FoldConvBatchNormPass(ModulePass):
+    """No options."""
+
+    name = "sdc-fold-conv-batch-norm"
+    summary = "fold an inference batch norm after a convolution into its weight and a bias"
+
+    def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
+        is_weight = _Weights()
+        for bn in walk_ops(module, "sdc.batch_norm"):
+            fold(bn, is_weight)

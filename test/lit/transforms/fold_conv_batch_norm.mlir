@@ -1,0 +1,109 @@
+// sdc-fold-conv-batch-norm: a batch norm after a convolution (with or without a per-channel bias add)
+// becomes a convolution with a folded weight plus one bias add, both computed from the parameters;
+// anything it cannot fold stays as it is.
+// RUN: sdc-opt %s --split-input-file -p sdc-fold-conv-batch-norm,sdc-verify | FileCheck %s
+
+// CHECK-LABEL: func.func @conv_then_batch_norm
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<2x4x8x8xf32>)
+// CHECK-DAG: %[[W:.*]] = "sdc.parameter"() {name = "w"}
+// CHECK-DAG: %[[G:.*]] = "sdc.parameter"() {name = "gamma"}
+// CHECK-DAG: %[[B:.*]] = "sdc.parameter"() {name = "beta"}
+// CHECK-DAG: %[[M:.*]] = "sdc.parameter"() {name = "mean"}
+// CHECK-DAG: %[[V:.*]] = "sdc.parameter"() {name = "var"}
+// CHECK: %[[EPS:.*]] = "sdc.constant"() {value = dense<1.000000e-03> : tensor<1xf32>}
+// CHECK: %[[VE:.*]] = "sdc.add"(%[[V]], %[[EPS]])
+// CHECK: %[[SD:.*]] = "sdc.sqrt"(%[[VE]])
+// CHECK: %[[SCALE:.*]] = "sdc.div"(%[[G]], %[[SD]])
+// CHECK: %[[COL:.*]] = "sdc.reshape"(%[[SCALE]]) {shape = [4, 1, 1, 1]}
+// CHECK: %[[MS:.*]] = "sdc.mul"(%[[M]], %[[SCALE]])
+// CHECK: %[[SHIFT:.*]] = "sdc.sub"(%[[B]], %[[MS]])
+// CHECK: %[[ROW:.*]] = "sdc.reshape"(%[[SHIFT]]) {shape = [1, 4, 1, 1]}
+// CHECK: %[[W2:.*]] = "sdc.mul"(%[[W]], %[[COL]])
+// CHECK: %[[Y:.*]] = "sdc.conv"(%[[X]], %[[W2]]) {{.*}}pads = array<i64: 1, 1, 1, 1>
+// CHECK: %[[Z:.*]] = "sdc.add"(%[[Y]], %[[ROW]])
+// CHECK-NOT: sdc.batch_norm
+// CHECK: return %[[Z]]
+func.func @conv_then_batch_norm(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %w = "sdc.parameter"() {name = "w"} : () -> tensor<4x4x3x3xf32>
+  %g = "sdc.parameter"() {name = "gamma"} : () -> tensor<4xf32>
+  %b = "sdc.parameter"() {name = "beta"} : () -> tensor<4xf32>
+  %m = "sdc.parameter"() {name = "mean"} : () -> tensor<4xf32>
+  %v = "sdc.parameter"() {name = "var"} : () -> tensor<4xf32>
+  %0 = "sdc.conv"(%x, %w) {pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %1 = "sdc.batch_norm"(%0, %g, %b, %m, %v) {epsilon = 1.0e-3 : f64} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  return %1 : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// An ONNX Conv's bias (an add of a [1, C, 1, 1] weight) joins the shift: (bias - mean) * scale + beta.
+// CHECK-LABEL: func.func @conv_bias_then_batch_norm
+// CHECK: %[[BIAS:.*]] = "sdc.parameter"() {name = "bias"}
+// CHECK: %[[SCALE:.*]] = "sdc.div"
+// CHECK: %[[SHIFT:.*]] = "sdc.sub"
+// CHECK: %[[FLAT:.*]] = "sdc.reshape"(%[[BIAS]]) {shape = [4]}
+// CHECK: %[[BS:.*]] = "sdc.mul"(%[[FLAT]], %[[SCALE]])
+// CHECK: %[[TOTAL:.*]] = "sdc.add"(%[[BS]], %[[SHIFT]])
+// CHECK: %[[ROW:.*]] = "sdc.reshape"(%[[TOTAL]]) {shape = [1, 4, 1, 1]}
+// CHECK: %[[Y:.*]] = "sdc.conv"
+// CHECK: %[[Z:.*]] = "sdc.add"(%[[Y]], %[[ROW]])
+// CHECK-NOT: sdc.batch_norm
+// CHECK: return %[[Z]]
+func.func @conv_bias_then_batch_norm(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %w = "sdc.parameter"() {name = "w"} : () -> tensor<4x4x1x1xf32>
+  %bias = "sdc.parameter"() {name = "bias"} : () -> tensor<1x4x1x1xf32>
+  %g = "sdc.parameter"() {name = "gamma"} : () -> tensor<4xf32>
+  %b = "sdc.parameter"() {name = "beta"} : () -> tensor<4xf32>
+  %m = "sdc.parameter"() {name = "mean"} : () -> tensor<4xf32>
+  %v = "sdc.parameter"() {name = "var"} : () -> tensor<4xf32>
+  %0 = "sdc.conv"(%x, %w) : (tensor<2x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<2x4x8x8xf32>
+  %1 = "sdc.add"(%0, %bias) : (tensor<2x4x8x8xf32>, tensor<1x4x1x1xf32>) -> tensor<2x4x8x8xf32>
+  %2 = "sdc.batch_norm"(%1, %g, %b, %m, %v) : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  return %2 : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// The convolution's result is read twice: folding would compute the convolution twice. Left alone.
+// CHECK-LABEL: func.func @conv_result_read_twice
+// CHECK: "sdc.batch_norm"
+func.func @conv_result_read_twice(%x: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) {
+  %w = "sdc.parameter"() {name = "w"} : () -> tensor<4x4x1x1xf32>
+  %g = "sdc.parameter"() {name = "gamma"} : () -> tensor<4xf32>
+  %b = "sdc.parameter"() {name = "beta"} : () -> tensor<4xf32>
+  %m = "sdc.parameter"() {name = "mean"} : () -> tensor<4xf32>
+  %v = "sdc.parameter"() {name = "var"} : () -> tensor<4xf32>
+  %0 = "sdc.conv"(%x, %w) : (tensor<2x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<2x4x8x8xf32>
+  %1 = "sdc.batch_norm"(%0, %g, %b, %m, %v) : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  return %0, %1 : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Statistics computed from an input are not weights: folding them would add run-time work. Left alone.
+// CHECK-LABEL: func.func @statistics_from_an_input
+// CHECK: "sdc.conv"
+// CHECK: "sdc.batch_norm"
+func.func @statistics_from_an_input(%x: tensor<2x4x8x8xf32>, %m: tensor<4xf32>) -> tensor<2x4x8x8xf32> {
+  %w = "sdc.parameter"() {name = "w"} : () -> tensor<4x4x1x1xf32>
+  %g = "sdc.parameter"() {name = "gamma"} : () -> tensor<4xf32>
+  %b = "sdc.parameter"() {name = "beta"} : () -> tensor<4xf32>
+  %v = "sdc.parameter"() {name = "var"} : () -> tensor<4xf32>
+  %0 = "sdc.conv"(%x, %w) : (tensor<2x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<2x4x8x8xf32>
+  %1 = "sdc.batch_norm"(%0, %g, %b, %m, %v) : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  return %1 : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// A batch norm of something other than a convolution stays.
+// CHECK-LABEL: func.func @batch_norm_of_an_input
+// CHECK: "sdc.batch_norm"
+func.func @batch_norm_of_an_input(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %g = "sdc.parameter"() {name = "gamma"} : () -> tensor<4xf32>
+  %b = "sdc.parameter"() {name = "beta"} : () -> tensor<4xf32>
+  %m = "sdc.parameter"() {name = "mean"} : () -> tensor<4xf32>
+  %v = "sdc.parameter"() {name = "var"} : () -> tensor<4xf32>
+  %1 = "sdc.batch_norm"(%x, %g, %b, %m, %v) : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  return %1 : tensor<2x4x8x8xf32>
+}
