@@ -11,6 +11,8 @@ Patterns (each a small function; see PATTERNS):
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from sdc import dtypes
@@ -132,7 +134,7 @@ def fold_constant_operands(op, rewriter) -> bool:
     specs = [tensor_spec(r.type) for r in op.results]
     if not all(all(is_static(d) for d in s.shape) for s in specs):
         return False
-    if sum(_numel(s.shape) for s in specs) > FOLD_LIMIT:
+    if sum(math.prod(s.shape) for s in specs) > FOLD_LIMIT:
         return False
     try:
         inputs = [_attrs(p)["value"].to_torch() for p in producers]
@@ -147,13 +149,6 @@ def fold_constant_operands(op, rewriter) -> bool:
             values.append(create("constant", [], {"value": dense}, loc=op.location).results[0])
     rewriter.replace_op(op, values)
     return True
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 PATTERNS = {

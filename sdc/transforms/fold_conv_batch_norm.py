@@ -27,11 +27,13 @@ sdc-fuse (it changes what they see: a convolution and an add instead of a batch 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
-from sdc.dialect.op_classes import create, read_attrs, tensor_spec
+from sdc.dialect.ir import read_attrs, tensor_spec
+from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass, walk_ops
@@ -137,7 +139,7 @@ def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
         column = create("reshape", [scale], {"shape": [channels] + [1] * (w_spec.rank - 1)}).results[0]
         shift = create("sub", [beta, create("mul", [mean, scale]).results[0]]).results[0]
         if bias is not None:
-            flat = create("reshape", [bias], {"shape": [_numel(tensor_spec(bias.type).shape)]}).results[0]
+            flat = create("reshape", [bias], {"shape": [math.prod(tensor_spec(bias.type).shape)]}).results[0]
             shift = create("add", [create("mul", [flat, scale]).results[0], shift]).results[0]
         row = create("reshape", [shift], {"shape": [1, channels] + [1] * (y_spec.rank - 2)}).results[0]
         weight = create("mul", [w, column]).results[0]
@@ -150,13 +152,6 @@ def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
         add.erase()
     conv.erase()
     return True
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _array(values: list[float], dtype: str):

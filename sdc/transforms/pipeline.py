@@ -154,6 +154,7 @@ def _cuda_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
         "cse",
         shape_constraints(options),
         *sharding(sharded),
+        "sdc-fold-conv-batch-norm",
         "sdc-layout-constraints{target=cuda}",
         "sdc-fuse{target=cuda}",
         "sdc-verify",

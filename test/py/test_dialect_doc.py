@@ -10,11 +10,10 @@ import pytest
 from sdc.dialect import docgen
 from sdc.dialect.attrs import read_dims, read_mesh, to_python
 from sdc.dialect.ir import module_mesh, read_attrs, tensor_spec
-from sdc.dialect.op_classes import infer_results, verify_op
+from sdc.dialect.op_classes import infer_results, new_context, verify_op
 from sdc.dialect.opdef import ATTR_KINDS, AttrSpec, OpDef, all_ops, attr
 from sdc.ir_text import parse_module
 from sdc.mlir import ir
-from sdc.dialect.op_classes import new_context
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "dialect.md"
 OPS = all_ops()

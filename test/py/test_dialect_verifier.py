@@ -8,11 +8,10 @@ import pytest
 
 from sdc.diagnostics import SdcError, SourceLoc
 from sdc.dialect.ir import op_attributes, tensor_spec
-from sdc.dialect.op_classes import create, verify_op
+from sdc.dialect.op_classes import create, new_context, verify_op
 from sdc.dialect.shapes import DYN, TensorSpec
 from sdc.ir_text import parse_module
 from sdc.mlir import func, ir
-from sdc.dialect.op_classes import new_context
 
 # Each case: IR whose line marked `// <-` holds the bad op, and the message expected there.
 BAD_OPS = {
