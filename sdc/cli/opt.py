@@ -204,7 +204,7 @@ def _version_text() -> str:
     """`sdc 0.1.0` and the MLIR bindings it runs on (their distribution's version: no import)."""
     from sdc.version import mlir_bindings_version
 
-    return f"{sdc_version_text()}\nMLIR Python bindings: torch-mlir {mlir_bindings_version() or '(not installed)'}"
+    return f"{sdc_version_text()}\nMLIR Python bindings: torch-mlir {mlir_bindings_version() or '(version unknown: no package metadata)'}"
 
 
 def main(argv: list[str] | None = None) -> int:

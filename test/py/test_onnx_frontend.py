@@ -29,7 +29,7 @@ RNG = np.random.default_rng()
 def _model(nodes, inputs, outputs, initializers=(), opset=17, domain_opsets=()):
     graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
     opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in domain_opsets]
-    return helper.make_model(graph, opset_imports=opsets)
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)  # what onnxruntime reads
 
 
 def _ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:

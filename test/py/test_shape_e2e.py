@@ -22,7 +22,8 @@ RNG = np.random.default_rng()
 
 def _model(nodes, inputs, outputs, initializers=()) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    # IR version 10: what onnxruntime reads (a newer onnx writes a newer one by default)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
     onnx.checker.check_model(model)
     return model
 
