@@ -18,23 +18,26 @@ def interpret(module_or_text, inputs, params=None, **kwargs):
     return _interpret(module_or_text, inputs, params, **kwargs)
 
 
-def compile(model, example_args=None, *, options=None, output=None, progress=None, **fields):
+def compile(model, example_args=None, *, dynamic_shapes=None, options=None, output=None, progress=None, **fields):
     """Compile `model` into an artifact and load it; returns the `sdc.runtime.Executable`.
 
-    `model`: an ONNX model (path or `onnx.ModelProto`), or an `.mlir` file without parameters.
+    `model`: an ONNX model (path or `onnx.ModelProto`), an `.mlir` file without parameters, or a
+    `torch.nn.Module` (with `example_args`) or `torch.export.ExportedProgram` (docs/torch.md).
     `options`: a `sdc.options.CompileOptions`; each of its fields may also be given as a keyword
     (`sdc.compile(model, input_shapes={"x": ["B", 3, 224, 224]}, mesh="dp=2", target="cpu")`),
     which overrides that field of `options`.
     `output`: the artifact directory (default: a temporary one, alive as long as the executable).
     `progress`: called with a line of text as each stage starts.
-    `example_args` are for the PyTorch and JAX frontends, which are not there yet.
+    `example_args`: a torch module's example inputs; `dynamic_shapes`: torch.export's, naming the
+    dims that vary (`({0: Dim("batch", max=64)},)`): they become symbolic dims with run-time guards.
 
     Options (sdc.options.CompileOptions):
 {options}
     """
     from sdc.compiler import compile as _compile
 
-    return _compile(model, example_args, options=options, output=output, progress=progress, **fields)
+    return _compile(model, example_args, dynamic_shapes=dynamic_shapes, options=options, output=output,
+                    progress=progress, **fields)
 
 
 def _compile_doc() -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from sdc.diagnostics import Diagnostic, DiagnosticSink, SdcError, from_mlir_error
-from sdc.frontend import import_model  # the frontends (sdc/frontend/) choose the importer for a model
+from sdc.frontend import adapt_executable, import_model  # the frontends (sdc/frontend/) choose the importer
 from sdc.options import CompileOptions, describe_options
 from sdc.target import get_target
 
@@ -172,8 +172,9 @@ def _load_compiled(load, path: Path, env):
 # ---------------------------------------------------------------- models
 
 
-def compile(model: Any, example_args: Sequence[Any] | None = None, *, options: CompileOptions | None = None,
-            output: str | os.PathLike | None = None, progress: Progress | None = None, **fields: Any):
+def compile(model: Any, example_args: Sequence[Any] | None = None, *, dynamic_shapes: Any = None,
+            options: CompileOptions | None = None, output: str | os.PathLike | None = None,
+            progress: Progress | None = None, **fields: Any):
     """Compile a model into an artifact and load it; returns the `sdc.runtime.Executable`.
 
     `model`: an ONNX model (path or `onnx.ModelProto`), or an `.mlir` file without parameters.
@@ -181,7 +182,9 @@ def compile(model: Any, example_args: Sequence[Any] | None = None, *, options: C
     (`target="cpu"`, `mesh="dp=2,tp=2"`, ...), which overrides that field of `options`.
     `output`: the artifact directory (default: a temporary one, alive as long as the executable).
     `progress`: called with a line of text as each stage starts.
-    `example_args` are for the PyTorch and JAX frontends, which are not there yet.
+    `example_args`: for a torch.nn.Module, the example inputs torch.export traces it with;
+    `dynamic_shapes`: torch.export's, naming the dims that vary (`{0: Dim("batch", max=64)}`), which
+    become sdc's symbolic dims and guards (docs/torch.md). An ExportedProgram needs neither.
 
     A device mesh makes a partitioned program, one process per device (docs/distributed.md).
 
@@ -190,14 +193,14 @@ def compile(model: Any, example_args: Sequence[Any] | None = None, *, options: C
     """
     options = CompileOptions.of(options, **fields)
     check_compilable(options)
-    if example_args is not None:
-        raise SdcError("example_args are for PyTorch and JAX models; for an ONNX model give input_shapes")
     started = time.perf_counter()
     if progress:
         progress("importing the model")
     module, params, provenance = import_model(model, input_shapes=options.input_shapes_dict(),
-                                              mesh=options.mesh_dict())
+                                              mesh=options.mesh_dict(), example_args=example_args,
+                                              dynamic_shapes=dynamic_shapes)
     exe = compile_module(module, params, options, output=output, provenance=provenance, progress=progress)
+    exe = adapt_executable(model, exe, example_args=example_args)  # a JAX function's takes and returns pytrees
     if progress:
         progress(f"compiled in {time.perf_counter() - started:.1f} s")
     return exe

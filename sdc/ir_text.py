@@ -20,6 +20,9 @@ def parse_top_level(text: str, source_name: str) -> ir.Operation:
     split-input padding or a comment), so diagnostics keep the text's lines and columns; with IR
     on the first line, MLIR's own error stands.
     """
+    if "\x00" in text:  # MLIR's parser stops at a NUL and would read a prefix of the text as all of it
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise SdcError(f"{source_name}:{line}: the text holds a NUL byte (binary input, not IR text)")
     try:
         return ir.Operation.parse(text, source_name=source_name)
     except MLIRError as e:

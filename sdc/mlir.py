@@ -20,7 +20,16 @@ from torch_mlir.dialects import arith, ext, func  # noqa: F401
 # the ext registration.
 sys.modules.setdefault("torch_mlir.dialects.sdc", types.ModuleType("torch_mlir.dialects.sdc"))
 
+
+def stablehlo():
+    """The StableHLO dialect's bindings (`register_dialect`, its attribute classes), imported on
+    first use: only the JAX/StableHLO frontend needs them, and the import costs start-up time."""
+    from torch_mlir._mlir_libs import _stablehlo
+
+    return _stablehlo
+
+
 PassManager = passmanager.PassManager
 MLIRError = ir.MLIRError
 
-__all__ = ["ir", "passmanager", "rewrite", "ext", "func", "arith", "PassManager", "MLIRError"]
+__all__ = ["ir", "passmanager", "rewrite", "ext", "func", "arith", "PassManager", "MLIRError", "stablehlo"]

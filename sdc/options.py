@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from sdc.diagnostics import SdcError
+from sdc.limits import MAX_DIM, MAX_WORLD_SIZE
 from sdc.target import DEFAULT_TARGET, TARGETS, get_target
 
 PRECISIONS = ("f32", "tf32", "bf16", "f16")
@@ -200,6 +202,8 @@ def _normalize_mesh(mesh: Any) -> MeshAxes | None:
             parsed = Mesh.parse(",".join(f"{a}={_size(n)}" for a, n in axes.items()))
     except (MeshError, TypeError, ValueError) as e:
         raise SdcError(f"bad mesh {mesh!r}: {e}") from None
+    if math.prod(parsed.sizes) > MAX_WORLD_SIZE:
+        raise SdcError(f"bad mesh {mesh!r}: {math.prod(parsed.sizes)} devices, more than the limit of {MAX_WORLD_SIZE}")
     return tuple(zip(parsed.axes, parsed.sizes))
 
 
@@ -241,6 +245,10 @@ def _canonical_shape(name: str, value: Any) -> Any:
         binding = parse_binding(text)
     except ValueError as e:
         raise SdcError(f"--input-shape {e}") from None
+    sizes = [d for d in (binding.dims or ()) if isinstance(d, int)] + [
+        v for v in (binding.value, binding.lo, binding.hi) if isinstance(v, int)]
+    if any(d > MAX_DIM for d in sizes):
+        raise SdcError(f"--input-shape {name}: size {max(sizes)} is larger than the limit of {MAX_DIM}")
     if isinstance(value, (list, tuple)):  # `[8]` stays the dims of a rank-1 input, not a symbol's value
         return tuple(binding.dims) if binding.dims is not None else (binding.value,)
     if binding.dims is not None:

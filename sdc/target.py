@@ -82,7 +82,7 @@ _TARGETS: tuple[Target, ...] = (
     ),
     Target(
         name="cuda",
-        description="NVIDIA GPUs: Triton kernels and NCCL collectives",
+        description="NVIDIA GPUs: generated Triton kernels (the rest as torch CUDA ops) and NCCL collectives",
         preferred_layouts=(
             LayoutPreference("convolution", "channels_last", 1.0,
                              "convolution prefers NHWC on cuda (tensor cores); NCHW costs a transpose inside"),
@@ -90,8 +90,7 @@ _TARGETS: tuple[Target, ...] = (
         flops_per_byte=20.0,
         has_triton_backend=True,
         default_precision="f32",
-        supported=False,
-        not_yet="the CUDA backend arrives with Triton codegen",
+        supported=True,
     ),
 )
 

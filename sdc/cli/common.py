@@ -81,7 +81,10 @@ def run_main(body: Callable[[list[str]], int], argv: Sequence[str] | None = None
 def read_source(path: str) -> tuple[str, str]:
     """(text, name to report) for a file path or '-' (stdin)."""
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        try:
+            return sys.stdin.read(), "<stdin>"
+        except UnicodeDecodeError:
+            raise SdcError("cannot read <stdin>: not UTF-8 text") from None
     try:
         with open(path, encoding="utf-8") as f:
             return f.read(), path

@@ -82,6 +82,8 @@ def _write_contents(root: Path, plan: Plan, program: str, options: dict[str, Any
     (root / WEIGHTS_DIR).mkdir()
     (root / PROGRAM).write_text(program, encoding="utf-8")
     (root / PLAN).write_text(_json(plan.to_json()), encoding="utf-8")
+    for rel, source in plan.kernel_files().items():  # generated kernels (target cuda): hashed like every file
+        (root / rel).write_text(source, encoding="utf-8")
     for rank in plan.ranks:
         _save_weights(root / weights_file(rank.rank), rank.weights)
     files = {}

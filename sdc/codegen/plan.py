@@ -33,7 +33,8 @@ from sdc.dialect.ir import (arg_dims, arg_names, entry_function, module_mesh, op
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import TensorSpec, is_static
 from sdc.mlir import ir
-from sdc.runtime.format import COLLECTIVE, COMPUTE_STREAM, FREE, LAUNCH, REFERENCE, encode_value, weights_file
+from sdc.runtime.format import (COLLECTIVE, COMPUTE_STREAM, FREE, KERNELS_DIR, LAUNCH, REFERENCE, encode_value,
+                               weights_file)
 from sdc.runtime.reference_kernels import FRESH_RESULT, IN_PLACE_OPS
 from sdc.target import DEFAULT_TARGET, get_target
 
@@ -50,6 +51,7 @@ class RankPlan:
     weights: dict[str, torch.Tensor] = field(default_factory=dict)
     coords: dict[str, int] | None = None  # the rank's position on the mesh (partitioned programs)
     streams: list[str] = field(default_factory=lambda: [COMPUTE_STREAM])
+    kernel_sources: dict[str, str] = field(default_factory=dict)  # generated kernels: artifact path -> source
 
     def to_json(self) -> dict:
         out = {"rank": self.rank, "weights": weights_file(self.rank), "streams": self.streams,
@@ -72,6 +74,10 @@ class Plan:
     guards: list[dict]  # {"condition", "message"}
     ranks: list[RankPlan]
     shardings: dict | None = None  # how each input and output is split (partitioned programs)
+
+    def kernel_files(self) -> dict[str, str]:
+        """The generated kernel sources of every rank, by their path in the artifact (`kernels/...`)."""
+        return {path: text for r in self.ranks for path, text in r.kernel_sources.items()}
 
     def to_json(self) -> dict:
         out = {"target": self.target, "world_size": self.world_size, "mesh": self.mesh,
@@ -421,7 +427,30 @@ class _RankBuilder:
             if step["kind"] == LAUNCH:
                 _mark_in_place(step["kernel"]["ops"], readers, self.plan.values, self.plan.outputs)
         self._lay_out_steps(readers)
+        if not self.reference_kernels:
+            self._generate_kernels()
         prune_weights(self.plan)
+
+    def _generate_kernels(self) -> None:
+        """Each launch that a Triton template fits becomes a generated kernel (backend "triton",
+        its source in kernels/); the others stay reference kernel groups (sdc/codegen/triton)."""
+        from sdc.codegen.triton import LoweringError, generate_kernel
+
+        for step in self.plan.steps:
+            if step["kind"] != LAUNCH:
+                continue
+            ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
+            entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
+            try:
+                generated = generate_kernel(ops, step["inputs"], step["outputs"], self.plan.values, entry,
+                                            self.weight_tensor)
+            except LoweringError as e:
+                step["kernel"]["why_reference"] = str(e)
+                continue
+            path = f"{KERNELS_DIR}/{entry}.py"
+            self.plan.kernel_sources[path] = generated.source
+            step["kernel"] = {"backend": generated.kernel["backend"], "source": path,
+                              **{k: v for k, v in generated.kernel.items() if k != "backend"}}
 
     def _readers(self) -> dict[str, int]:
         """How many op operands read each value, a rank output counting as one more reader."""

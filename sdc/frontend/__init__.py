@@ -8,8 +8,10 @@ frontend for a model (`frontend_for`: by file suffix, or by the object's type) a
     module, params, options = import_model("model.onnx", input_shapes={"x": ["B", 3, 224, 224]})
 
 Frontends: `mlir` (sdc IR text plus an optional parameter file, sdc/frontend/mlir_file.py) and
-`onnx` (a path or an onnx.ModelProto, sdc/frontend/onnx.py). The PyTorch and JAX frontends will
-register here too; until then a torch module or a Python callable gets an error saying so.
+`onnx` (a path or an onnx.ModelProto, sdc/frontend/onnx.py) and `torch` (a torch.nn.Module or
+ExportedProgram with example inputs, sdc/frontend/torch/), `jax` (a JAX function with example
+arguments) and `stablehlo` (StableHLO text, which the `mlir` frontend hands over), both in
+sdc/frontend/stablehlo/.
 """
 
 from __future__ import annotations
@@ -34,9 +36,30 @@ def _onnx() -> Frontend:
     return OnnxFrontend()
 
 
+def _torch() -> Frontend:
+    from sdc.frontend.torch import TorchFrontend
+
+    return TorchFrontend()
+
+
+def _jax() -> Frontend:
+    from sdc.frontend.stablehlo import JaxFrontend
+
+    return JaxFrontend()
+
+
+def _stablehlo() -> Frontend:
+    from sdc.frontend.stablehlo import StablehloFrontend
+
+    return StablehloFrontend()
+
+
 FRONTENDS: dict[str, Callable[[], Frontend]] = {
     "mlir": _mlir,
     "onnx": _onnx,
+    "torch": _torch,
+    "jax": _jax,
+    "stablehlo": _stablehlo,
 }
 
 # A file's suffix names its frontend; a file of any other suffix is read as ONNX, whose loader
@@ -46,10 +69,7 @@ DEFAULT_FILE_FRONTEND = "onnx"
 
 # Packages whose frontend is still to come, with what to do meanwhile, for the error that says so.
 _PLANNED: dict[str, tuple[str, str]] = {
-    "torch": ("PyTorch", "export the model to ONNX (torch.onnx.export) and compile that"),
-    "jax": ("JAX", "export the model to ONNX (jax2onnx, tf2onnx) and compile that"),
-    "jaxlib": ("JAX", "export the model to ONNX (jax2onnx, tf2onnx) and compile that"),
-    "flax": ("JAX", "export the model to ONNX (jax2onnx, tf2onnx) and compile that"),
+    "flax": ("Flax module", "compile its apply function: sdc.compile(model.apply, (variables, x))"),
 }
 
 
@@ -78,30 +98,58 @@ def frontend_for(model: Any) -> str:
     kind = type(model)
     if kind.__name__ == "ModelProto" and kind.__module__.startswith("onnx"):
         return "onnx"
+    if any(cls.__module__.split(".")[0] == "torch" for cls in kind.__mro__):
+        return "torch"  # an nn.Module (a user's subclass too) or an ExportedProgram
+    if _is_jax_function(model):
+        return "jax"  # a jax.jit wrapper or a plain Python function
     for cls in kind.__mro__:
         planned = _PLANNED.get(cls.__module__.split(".")[0])
         if planned is not None:
             framework, meanwhile = planned
             raise SdcError(f"cannot compile a {kind.__name__} yet: the {framework} frontend is not there; {meanwhile}")
     if callable(model):
-        raise SdcError(f"cannot compile a Python callable ({kind.__name__}) yet: the PyTorch and JAX frontends "
-                       "are not there; give an ONNX model")
+        raise SdcError(f"cannot compile a callable {kind.__name__}: give a JAX function (a Python function or "
+                       "jax.jit wrapper), a torch.nn.Module or an ONNX model")
     raise SdcError(f"cannot compile a {kind.__module__}.{kind.__name__}: give an ONNX model "
                    "(a path or an onnx.ModelProto) or an .mlir file")
 
 
+def _is_jax_function(model: Any) -> bool:
+    from sdc.frontend.stablehlo.jax_entry import is_jax_function
+
+    return is_jax_function(model)
+
+
+def adapt_executable(model: Any, executable: Any, **example: Any) -> Any:
+    """What the model's frontend makes of its loaded executable: a JAX function's takes and returns
+    pytrees (sdc.frontend.stablehlo.JaxExecutable); the other frontends' is returned as it is."""
+    if isinstance(model, (str, os.PathLike)):
+        return executable
+    frontend = get_frontend(frontend_for(model))
+    adapt = getattr(frontend, "adapt_executable", None)
+    if adapt is None:
+        return executable
+    return adapt(executable, model, **{k: v for k, v in example.items() if v is not None})
+
+
 def import_model(model: Any, *, input_shapes: InputShapes | None = None,
-                 params_file: str | os.PathLike | None = None, mesh: Any = None) -> Imported:
+                 params_file: str | os.PathLike | None = None, mesh: Any = None,
+                 **example: Any) -> Imported:
     """(module, params, options) for a model: an ONNX model (path or ModelProto) or an `.mlir` file.
 
     An `.mlir` file takes its parameter values from `params_file` (.safetensors or .npz). The ONNX
     importer takes the `input_shapes` that give an input's dims (lists); bounds and values of
     symbols are for the shape pass (`build_artifact(..., input_shapes=...)`), which applies all
     of them, to `.mlir` files too. `mesh` lets the ONNX importer read multi-device sharding
-    annotations.
+    annotations. `example` holds what a tracing frontend (`takes_example_args`, such as torch)
+    needs: `example_args`, `dynamic_shapes`; None values are dropped.
     """
+    example = {k: v for k, v in example.items() if v is not None}
     frontend = get_frontend(frontend_for(model))
-    return frontend.import_model(model, input_shapes=input_shapes, params_file=params_file, mesh=mesh)
+    if example and not getattr(frontend, "takes_example_args", False):
+        raise SdcError(f"{' and '.join(sorted(example))} are for PyTorch and JAX models; the {frontend.name} "
+                       "frontend takes input_shapes")
+    return frontend.import_model(model, input_shapes=input_shapes, params_file=params_file, mesh=mesh, **example)
 
 
 __all__ = ["FRONTENDS", "Frontend", "Imported", "InputShapes", "frontend_for", "get_frontend", "import_model"]

@@ -52,6 +52,10 @@ class Builder:
         self.name_hint = name_hint
         self.loc: ir.Location | None = None
         self._types: dict[tuple, ir.Type] = {}
+        # Conditions on the symbolic dims that the import assumed (a slice `[:seq]` of a dim of 64
+        # assumes seq <= 64): (condition text, why), recorded as the function's `sdc.guards`, which
+        # the shape pass reads as constraints and the runtime checks.
+        self.guards: list[tuple[str, str]] = []
 
     # ---------------------------------------------------------------- locations and types
 
@@ -85,10 +89,15 @@ class Builder:
         if v.value is not None:
             return v.value
         if v.is_symbolic:
-            if v.rank != 1:
-                raise ShapeError("a symbolic shape value of rank other than 1 is needed at run time")
+            # Shape arithmetic of any rank (a scalar `past + seq`, a [1, 2] pair): its entries as one
+            # sdc.dim_values, reshaped to the value's shape.
             dims = [d if is_int(d) else self.dim_text(d) for d in v.ints()]
-            return D.create("dim_values", [], {"dims": dims}, loc=self.loc).results[0]
+            flat = D.create("dim_values", [], {"dims": dims}, loc=self.loc).results[0]
+            if v.rank != 1:
+                flat = D.create("reshape", [flat], {"shape": list(v.sym)},
+                                result_types=[self.tensor_type(v.sym, "i64")], loc=self.loc).results[0]
+            v.value = flat
+            return flat
         t = v.as_torch()
         if t.numel() <= INLINE_LIMIT and v.dtype != "bf16":
             op = D.create("constant", [], {"value": DenseValue(t.contiguous(), v.dtype)}, loc=self.loc)
@@ -125,9 +134,14 @@ class Builder:
         if specs is not None:
             specs = [TensorSpec(tuple(sym_int(d) for d in s.shape), s.dtype) for s in specs]
         if fold and opdef.pure and inputs and all(v.is_const for v in inputs) and specs is not None:
-            size = sum(_numel(s.shape) for s in specs)
-            if size is not None and size <= FOLD_LIMIT:
-                out = opdef.ref(RefEnv(), attrs, *[v.as_torch() for v in inputs])
+            sizes = [_numel(s.shape) for s in specs]  # None for a symbolic shape: never folded
+            if None not in sizes and sum(sizes) <= FOLD_LIMIT:
+                try:
+                    out = opdef.ref(RefEnv(), attrs, *[v.as_torch() for v in inputs])
+                except (IndexError, ZeroDivisionError, RuntimeError) as e:
+                    # every input is the model's own constant: an index out of range or an integer
+                    # division by zero in it is the model's error, found while folding
+                    raise ShapeError(f"evaluating sdc.{op} on the model's constants failed: {e}") from None
                 outs = list(out) if isinstance(out, (tuple, list)) else [out]
                 return [torch_value(t) for t in outs]
         operands = [self.tensor(v) for v in inputs]
@@ -138,6 +152,8 @@ class Builder:
 
     def _attr_text(self, value):
         """Shape attributes may hold sympy dims: print them as dim expressions."""
+        if isinstance(value, (list, tuple)) and any(x is DYN for x in value):
+            raise ShapeError(f"an attribute needs a dim that is unknown at compile time: {list(value)}")
         if isinstance(value, (list, tuple)) and any(isinstance(x, sympy.Basic) for x in value):
             return [self.dim_text(x) if isinstance(x, sympy.Basic) and not x.is_Integer else int(x) for x in value]
         return value
@@ -293,3 +309,19 @@ def _numel(shape) -> int | None:
             return None
         n *= d
     return n
+
+
+# ---------------------------------------------------------------- assumptions on symbolic dims
+
+
+def assume_le(builder: Builder, lhs, rhs, why: str) -> None:
+    """Record `lhs <= rhs` (ints or sympy dims) as a guard unless sympy proves it; a ShapeError
+    when it is provably false (the model cannot run at any size)."""
+    diff = sympy.simplify(sympy.sympify(rhs) - sympy.sympify(lhs))
+    if diff.is_nonnegative:
+        return
+    if diff.is_negative:
+        raise ShapeError(f"{why}: {lhs} <= {rhs} never holds")
+    condition = f"{Builder.dim_text(sym_int(sympy.sympify(lhs)))} <= {Builder.dim_text(sym_int(sympy.sympify(rhs)))}"
+    if all(condition != c for c, _ in builder.guards):
+        builder.guards.append((condition, why))

@@ -1,5 +1,6 @@
 """The `mlir` frontend: a file of sdc IR (what `sdc import` and `sdc-opt` write), with its
-parameter values from a separate .safetensors or .npz file."""
+parameter values from a separate .safetensors or .npz file. A file of StableHLO goes to the
+`stablehlo` frontend (sdc/frontend/stablehlo/)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ class MlirFrontend:
             raise SdcError(f"cannot read '{path}': not UTF-8 text") from None
         except OSError as e:
             raise SdcError(f"cannot open '{path}': {e.strerror}") from None
+        from sdc.frontend.stablehlo.convert import is_stablehlo
+
+        if is_stablehlo(text):  # StableHLO (jax's lowering, as text): the stablehlo frontend converts it
+            from sdc.frontend.stablehlo import StablehloFrontend
+
+            return StablehloFrontend().import_model(model, input_shapes=input_shapes, params_file=params_file,
+                                                    mesh=mesh, text=text)
         module = parse_module(text, source_name=str(path))
         params = read_params(params_file) if params_file is not None else {}
         options: dict[str, Any] = {"source": path.name, "frontend": self.name,

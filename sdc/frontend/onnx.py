@@ -25,6 +25,7 @@ import onnx
 import sympy
 from onnx import numpy_helper
 
+from sdc import limits
 from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
 from sdc.dialect.op_classes import new_context
@@ -32,7 +33,7 @@ from sdc.dialect.shapes import DYN, ShapeError
 from sdc.dialect.symexpr import SymExprError, to_text
 from sdc.frontend.base import Imported, InputShapes, mesh_dict
 from sdc.frontend.builder import Builder, CompileTimeValueError
-from sdc.frontend.onnx_common import DEFAULT_DOMAINS, ONNX_DTYPES, tensor_value
+from sdc.frontend.onnx_common import DEFAULT_DOMAINS, ONNX_DTYPES, dtype_name, tensor_value
 from sdc.frontend.onnx_ops import NodeImporter
 from sdc.frontend.onnx_sharding import annotate, import_shard_node, is_shard_node, node_specs
 from sdc.frontend.values import V, is_int, symbol_name
@@ -74,7 +75,10 @@ class ValueNeededError(SdcError):
 def load_model(model: onnx.ModelProto | str | os.PathLike) -> tuple[onnx.ModelProto, str]:
     """Parse a model (proto or path), with external data confined to the model's directory."""
     if isinstance(model, onnx.ModelProto):
+        check_text(model)
         return model, "<model>"
+    if not isinstance(model, (str, os.PathLike)):
+        raise SdcError(f"cannot import a {type(model).__name__} as an ONNX model (give a path or an onnx.ModelProto)")
     path = Path(model)
     if not path.exists():
         raise SdcError(f"cannot open '{path}': no such file")
@@ -90,8 +94,28 @@ def load_model(model: onnx.ModelProto | str | os.PathLike) -> tuple[onnx.ModelPr
         raise SdcError(f"'{path}' is not a valid ONNX model (cannot parse: {type(e).__name__})") from None
     if not proto.HasField("graph") or (not proto.graph.node and not proto.graph.output):
         raise SdcError(f"'{path}' is not a valid ONNX model (no graph)")
+    check_text(proto)
     _load_external_data(proto, path.parent)
     return proto, str(path)
+
+
+def check_text(message, where: str = "model") -> None:
+    """Every string field of the model is UTF-8 text. Protobuf hands back `bytes` for a string
+    field that is not, and every name (node, value, dim, attribute) is used as text later; one
+    check here, with the field's path, instead of a crash wherever a name is first used."""
+    for desc, value in message.ListFields():
+        if desc.type == desc.TYPE_MESSAGE:
+            if desc.is_repeated:
+                for i, item in enumerate(value):
+                    check_text(item, f"{where}.{desc.name}[{i}]")
+            else:
+                check_text(value, f"{where}.{desc.name}")
+        elif desc.type == desc.TYPE_STRING:
+            items = value if desc.is_repeated else [value]
+            for item in items:
+                if not isinstance(item, str):
+                    shown = bytes(item)[:40].decode("utf-8", "backslashreplace")
+                    raise SdcError(f"{where}.{desc.name} is not UTF-8 text: '{shown}'")
 
 
 def _freeze_inputs(proto: onnx.ModelProto, values: dict[str, Any]) -> onnx.ModelProto:
@@ -113,17 +137,51 @@ def _load_external_data(proto: onnx.ModelProto, base: Path) -> None:
         info = {e.key: e.value for e in tensor.external_data}
         location = info.get("location", "")
         target = _confined(base, location, tensor.name)
-        offset = int(info.get("offset", 0) or 0)
-        length = info.get("length")
-        try:
-            with open(target, "rb") as f:
-                f.seek(offset)
-                raw = f.read(int(length)) if length else f.read()
-        except OSError as e:
-            raise SdcError(f"tensor '{tensor.name}': cannot read external data '{location}': {e.strerror}") from None
-        tensor.raw_data = raw
+        tensor.raw_data = _read_external(target, info, tensor.name, location)
         tensor.data_location = onnx.TensorProto.DEFAULT
         del tensor.external_data[:]
+
+
+def _read_external(target: Path, info: dict[str, str], tensor: str, location: str) -> bytes:
+    """A tensor's external bytes: offset and length checked against the file's size and the
+    allocation limit before reading, then read in bounded chunks."""
+    def number(key: str) -> int | None:
+        text = info.get(key)
+        if text in (None, ""):
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            raise SdcError(f"tensor '{tensor}': external data {key} '{text}' is not an integer") from None
+        if value < 0:
+            raise SdcError(f"tensor '{tensor}': external data {key} {value} is negative")
+        return value
+
+    offset, length = number("offset") or 0, number("length")
+    try:
+        size = target.stat().st_size
+        if offset > size:
+            raise SdcError(f"tensor '{tensor}': external data offset {offset} is past the end of '{location}' "
+                           f"({size} bytes)")
+        if length is None:
+            length = size - offset
+        if offset + length > size:
+            raise SdcError(f"tensor '{tensor}': external data declares {length} bytes at offset {offset}, "
+                           f"'{location}' has {size} bytes")
+        limits.check_alloc(length, f"tensor '{tensor}' (external data)")
+        chunks = []
+        with open(target, "rb") as f:
+            f.seek(offset)
+            left = length
+            while left:
+                chunk = f.read(min(left, limits.READ_CHUNK))
+                if not chunk:
+                    raise SdcError(f"tensor '{tensor}': external data '{location}' ended early")
+                chunks.append(chunk)
+                left -= len(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise SdcError(f"tensor '{tensor}': cannot read external data '{location}': {e.strerror}") from None
 
 
 def _confined(base: Path, location: str, tensor: str) -> Path:
@@ -246,9 +304,19 @@ def model_opset(model: onnx.ModelProto) -> int:
     return 1
 
 
+def check_opset(model: onnx.ModelProto) -> int:
+    """The model's default-domain opset, which must be one ONNX defines (every op's schema and
+    every opset-dependent convention in the op methods is looked up by it)."""
+    opset = model_opset(model)
+    newest = onnx.defs.onnx_opset_version()
+    if not 1 <= opset <= newest:
+        raise SdcError(f"the model imports ONNX opset {opset}; opsets are 1..{newest} (onnx {onnx.__version__})")
+    return opset
+
+
 def check_supported(model: onnx.ModelProto, index: GraphIndex) -> None:
     """One error listing every unsupported (op_type, opset, node) in the model."""
-    opset = model_opset(model)
+    opset = check_opset(model)
     missing = []
     for i, node in enumerate(index.graph.node):
         if is_shard_node(node):
@@ -334,6 +402,8 @@ class _Importer:
         fn.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(arg_types, [r.type for r in results]))
         fn.attributes["res_attrs"] = ir.ArrayAttr.get(result_attrs)
+        if self.builder.guards:  # what the import assumed about the dims, for the shape pass and the runtime
+            fn.attributes["sdc.guards"] = ir.ArrayAttr.get([A.guard(c, why) for c, why in self.builder.guards])
         op = module.operation
         try:
             op.verify()
@@ -366,6 +436,10 @@ class _Importer:
                 raise ValueNeededError(f"node '{label}' ({node.op_type}): {e}") from None
             except (ShapeError, ValueError) as e:
                 raise SdcError(f"node '{label}' ({node.op_type}): {e}") from None
+            except SdcError as e:  # a limit (sdc/limits.py) or a nested check: say which node
+                if type(e) is not SdcError or str(e).startswith("node '"):
+                    raise
+                raise SdcError(f"node '{label}' ({node.op_type}): {e}") from None
             except MLIRError as e:
                 detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
                 raise SdcError(f"node '{label}' ({node.op_type}): {detail}") from None
@@ -378,8 +452,7 @@ class _Importer:
         if not inp.type.HasField("tensor_type"):
             raise SdcError(f"input '{inp.name}' is not a tensor (sequences, maps and optionals are unsupported)")
         if ttype.elem_type not in ONNX_DTYPES:
-            name = onnx.TensorProto.DataType.Name(ttype.elem_type) if ttype.elem_type else "undefined"
-            raise SdcError(f"input '{inp.name}' has unsupported element type {name}")
+            raise SdcError(f"input '{inp.name}' has unsupported element type {dtype_name(ttype.elem_type)}")
         dims = []
         for i, d in enumerate(ttype.shape.dim):
             if d.HasField("dim_value") and d.dim_value >= 0:

@@ -15,11 +15,11 @@ import onnx
 import sympy
 import torch
 
-from sdc import dtypes
+from sdc import dtypes, limits
 from sdc.dialect.shapes import DYN, ShapeError
-from sdc.frontend.builder import Builder, CompileTimeValueError
+from sdc.frontend.builder import Builder, CompileTimeValueError, assume_le
 from sdc.frontend.onnx_common import (AXES_INPUT_SINCE, BINARY, INT64_MAX, ONNX_DTYPES, REDUCE, SYM_BINARY, UNARY,
-                                      VARIADIC, node_attrs, sym_eq, tensor_value)
+                                      VARIADIC, check_node, node_attrs, sym_eq, tensor_value)
 from sdc.frontend.onnx_ops_indexing import IndexingOps
 from sdc.frontend.onnx_ops_nn import NNOps
 from sdc.frontend.values import V, const_value, is_int, sym_int, torch_value
@@ -43,6 +43,12 @@ class NodeImporter(IndexingOps, NNOps):
                 or op_type in VARIADIC or op_type in REDUCE)
 
     def import_node(self, node: onnx.NodeProto, inputs: list[V | None]) -> list[V]:
+        try:
+            check_node(node, self.opset, [v.dtype if v is not None else None for v in inputs])  # before any method
+        except ShapeError as e:
+            if getattr(self, "_nn_scopes", None):  # a subgraph's node: the error names it
+                raise ShapeError(f"node '{node.name or node.op_type}' ({node.op_type}): {e}") from None
+            raise
         attrs = node_attrs(node)
         op = node.op_type
         method = getattr(self, f"op_{op}", None)
@@ -147,6 +153,7 @@ class NodeImporter(IndexingOps, NNOps):
         scalar = self.b.emit("reshape", [fill], shape=[]) if fill.rank else fill
         if all(is_int(d) for d in shape):
             if fill.is_const and not fill.dtype == "bf16":
+                limits.check_elements(shape, fill.const.itemsize, "ConstantOfShape's folded value")
                 return self.b.const(np.full(shape, fill.const.reshape(-1)[0], dtype=fill.const.dtype))
         return self.b.broadcast(scalar, shape)
 
@@ -154,7 +161,7 @@ class NodeImporter(IndexingOps, NNOps):
         start, limit, delta = inputs
         if all(v.is_const for v in inputs):
             s0, l0, d0 = (v.as_torch().item() for v in inputs)
-            n = max(0, math.ceil((l0 - s0) / d0))
+            n = limits.range_length(s0, l0, d0)
             ramp = torch.arange(n, dtype=torch.float64 if start.dtype in ("f16", "bf16", "f32", "f64") else torch.int64)
             values = ramp * d0 + s0
             return torch_value(values.to(dtypes.to_torch(start.dtype)))
@@ -251,7 +258,10 @@ class NodeImporter(IndexingOps, NNOps):
         data, indices = inputs
         axis = attrs.get("axis", 0)
         if data.is_symbolic and indices.is_const:
-            return const_value(np.take(self.b.sym_array(data), indices.const.astype(np.int64), axis=axis))
+            try:
+                return const_value(np.take(self.b.sym_array(data), indices.const.astype(np.int64), axis=axis))
+            except (IndexError, np.exceptions.AxisError) as e:
+                raise ShapeError(f"Gather of a shape vector: {e}") from None
         return self.b.emit("gather", [data, indices], axis=axis)
 
     def op_Slice(self, node, inputs, attrs):
@@ -261,12 +271,16 @@ class NodeImporter(IndexingOps, NNOps):
             axes = list(attrs.get("axes", range(len(starts))))
             steps = [1] * len(starts)
         else:
-            starts = self.b.static_ints(inputs[1], "Slice starts")
-            ends = self.b.static_ints(inputs[2], "Slice ends")
+            starts = self.b.known_ints(inputs[1], "Slice starts")
+            ends = self.b.known_ints(inputs[2], "Slice ends")
             axes = self.b.static_ints(inputs[3], "Slice axes") if len(inputs) > 3 and inputs[3] is not None else list(
                 range(len(starts)))
             steps = self.b.static_ints(inputs[4], "Slice steps") if len(inputs) > 4 and inputs[4] is not None else [
                 1] * len(starts)
+        if not all(is_int(b) for b in starts + ends):
+            if x.is_symbolic:
+                raise ShapeError(f"Slice of a shape vector with symbolic bounds {starts}:{ends} is unsupported")
+            return self.symbolic_slice(node, x, starts, ends, axes, steps)
         ends = [min(e, INT64_MAX) for e in ends]
         if x.is_symbolic:
             arr = self.b.sym_array(x)
@@ -275,6 +289,59 @@ class NodeImporter(IndexingOps, NNOps):
                 index[a % arr.ndim] = slice(s, e, st)
             return const_value(arr[tuple(index)])
         return self.b.emit("slice", [x], starts=starts, ends=ends, axes=axes, steps=steps)
+
+    def symbolic_slice(self, node, x: V, starts: list, ends: list, axes: list, steps: list) -> V:
+        """A Slice whose bounds are dim expressions (`position_ids[:, :seq]`, `mask[..., past:past + seq]`):
+        each such axis becomes a gather of `begin + step * iota(length)`, its length a dim expression.
+
+        ONNX clamps the bounds to the dim; where sympy cannot prove a bound in range, the import
+        assumes it and records the assumption as a guard (`seq <= 64`), so the run-time check
+        rejects sizes at which the clamped length would differ (where the exported model itself
+        fails: the slice feeds an op that needs the unclamped length)."""
+        static = ([], [], [], [])
+        for a, s0, e0, st in zip(axes, starts, ends, steps):
+            a %= x.rank
+            if is_int(s0) and is_int(e0):
+                for part, value in zip(static, (s0, min(e0, INT64_MAX), a, st)):
+                    part.append(value)
+                continue
+            if st <= 0:
+                raise ShapeError(f"Slice with symbolic bounds {s0}:{e0} and step {st} is unsupported (steps must be "
+                                 "positive)")
+            size = x.sym[a]
+            if size is DYN:
+                raise ShapeError(f"Slice with symbolic bounds {s0}:{e0} of a dim unknown at compile time")
+            where = f"node '{node.name or node.op_type}' slices {s0}:{e0} of a dim of size {size}"
+            begin, stop = (self._slice_bound(b, size, where) for b in (s0, e0))
+            assume_le(self.b, 0, begin, where)
+            assume_le(self.b, begin, stop, where)
+            assume_le(self.b, stop, size, where)
+            length = sym_int(stop - begin if st == 1 else sympy.floor((stop - begin + st - 1) / sympy.Integer(st)))
+            if sym_eq(length, size) and sym_eq(begin, 0) and st == 1:
+                continue  # the whole dim
+            index = self.b.iota([length], 0, "i64")
+            if st != 1:
+                index = self.b.emit("mul", [index, self.b.const(np.array(st), "i64")])
+            if not sym_eq(begin, 0):
+                index = self.b.emit("add", [index, const_value(np.array([begin], dtype=object))])
+            x = self.b.emit("gather", [x, index], axis=a)
+        if static[0]:
+            x = self.b.emit("slice", [x], starts=static[0], ends=static[1], axes=static[2], steps=static[3])
+        return x
+
+    @staticmethod
+    def _slice_bound(bound, size, where: str):
+        """A Slice bound in [0, size] terms: a negative one counts from the end (its sign must be known)."""
+        if is_int(bound):
+            if bound >= INT64_MAX // 2:
+                return size
+            bound = size + bound if bound < 0 else bound
+            return min(max(bound, 0), size) if is_int(size) else bound
+        if bound.is_nonnegative:
+            return bound
+        if bound.is_negative:
+            return sym_int(size + bound)
+        raise ShapeError(f"{where}: the sign of the bound {bound} is unknown at compile time")
 
     def op_Split(self, node, inputs, attrs):
         x = inputs[0]
@@ -376,6 +443,12 @@ class NodeImporter(IndexingOps, NNOps):
     def op_Pow(self, node, inputs, attrs):
         x, y = inputs
         return self.b.emit("pow", [x, self.b.cast(y, x.dtype)])
+
+    def op_Neg(self, node, inputs, attrs):
+        x = inputs[0]
+        if x.is_symbolic:  # `-seq` as the start of `x[:, -seq:]`
+            return const_value(np.frompyfunc(lambda d: sym_int(-d), 1, 1)(self.b.sym_array(x)))
+        return self.b.emit("neg", [x])
 
     def op_Mod(self, node, inputs, attrs):
         a, b = inputs

@@ -61,7 +61,8 @@ class Executable:
             # Tensors made while preparing (streams, buffers) go where the weights are.
             with torch.device(device) if device.type != "cpu" else contextlib.nullcontext():
                 self._executor = ReferenceExecutor(artifact.program(rank), weights, manifest["mesh"],
-                                                   lambda msg: artifact.error(PLAN, msg), comm=comm, device=device)
+                                                   lambda msg: artifact.error(PLAN, msg), comm=comm, device=device,
+                                                   kernels=_kernel_sources(artifact))
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise artifact.error(PLAN, f"is malformed ({type(e).__name__}: {e})") from None
         self._weight_storages = {_storage(t) for t in weights.values()}
@@ -208,6 +209,13 @@ def _device(device: str | torch.device | None, env=None) -> torch.device:
     if dev.type != "cpu":
         raise SdcError(f"device '{dev}' is not supported: the runtime runs on 'cpu' or 'cuda'")
     return dev
+
+
+def _kernel_sources(artifact: Artifact):
+    """The artifact's generated kernels, read (hash-checked) when a launch needs one."""
+    from sdc.runtime.triton_launcher import KernelSources
+
+    return KernelSources(artifact.root, artifact.files, artifact.error)
 
 
 def _info(t: dict) -> TensorInfo:

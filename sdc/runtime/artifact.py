@@ -9,7 +9,6 @@ artifact and the file. No MLIR, no frontends: see docs/artifact.md.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 from dataclasses import dataclass, field
@@ -18,6 +17,8 @@ from typing import Any
 
 from sdc import dtypes
 from sdc.diagnostics import SdcError
+from sdc.limits import MAX_DIM, MAX_GUARD_CHARS, MAX_GUARDS, MAX_JSON_BYTES, MAX_RANK, MAX_WORLD_SIZE
+from sdc.runtime import jsonio
 from sdc.runtime.format import FORMAT, FORMAT_VERSION, MANIFEST, PLAN, PROGRAM, sha256_file
 from sdc.runtime.plan_schema import PlanError, RankProgram, parse_rank_plan
 from sdc.target import TARGETS, unknown_target
@@ -116,16 +117,11 @@ def read_artifact(path: str | os.PathLike) -> Artifact:
 
 
 def _read_json(root: Path, rel: str) -> Any:
-    def no_constants(name: str):
-        raise ValueError(f"{name} is not JSON")
-
+    """Through the one JSON reader (sdc/runtime/jsonio.py): size and depth limits, no NaN."""
     try:
-        text = (root / rel).read_text(encoding="utf-8")
-        return json.loads(text, parse_constant=no_constants)
-    except UnicodeDecodeError:
-        raise artifact_error(root, rel, "is not UTF-8 text") from None
-    except ValueError as e:
-        raise artifact_error(root, rel, f"is not valid JSON: {e}") from None
+        return jsonio.read_json(root / rel)
+    except jsonio.JsonError as e:
+        raise artifact_error(root, rel, str(e)) from None
     except OSError as e:
         raise artifact_error(root, rel, f"cannot be read: {e.strerror}") from None
 
@@ -163,14 +159,24 @@ def _check_manifest(root: Path, m: Any) -> None:
                       ("entry", dict), ("files", dict)):
         if not isinstance(m.get(key), kind) or isinstance(m.get(key), bool):
             raise bad(f"field '{key}' is missing or not a {kind.__name__}")
+    for key in ("environment", "compile_options"):  # optional, read by `sdc inspect`
+        if m.get(key) is not None and not isinstance(m[key], dict):
+            raise bad(f"field '{key}' must be an object, found {_short(m[key])}")
     if m["target"] not in TARGETS:
         raise bad(unknown_target(m["target"]))
-    if m["world_size"] < 1:
-        raise bad(f"world_size must be at least 1, found {m['world_size']}")
+    if not 1 <= m["world_size"] <= MAX_WORLD_SIZE:
+        raise bad(f"world_size must be between 1 and {MAX_WORLD_SIZE}, found {_short(m['world_size'])}")
+    mesh = m["mesh"]
+    if not all(isinstance(k, str) and _is_size(v) and 1 <= v <= MAX_WORLD_SIZE for k, v in mesh.items()):
+        raise bad(f"mesh must map axis names to positive sizes, found {_short(mesh)}")
+    if mesh and _product(mesh.values()) != m["world_size"]:
+        raise bad(f"mesh {mesh} has {_product(mesh.values())} devices, world_size is {m['world_size']}")
     entry = m["entry"]
     for key in ("inputs", "outputs", "guards"):
         if not isinstance(entry.get(key), list):
             raise bad(f"field 'entry.{key}' is missing or not a list")
+    if len(entry["guards"]) > MAX_GUARDS:
+        raise bad(f"entry has {len(entry['guards'])} guards, more than the limit of {MAX_GUARDS}")
     for key in ("inputs", "outputs"):
         seen = set()
         for i, t in enumerate(entry[key]):
@@ -180,11 +186,14 @@ def _check_manifest(root: Path, m: Any) -> None:
             seen.add(t["name"])
     for i, g in enumerate(entry["guards"]):
         if not (isinstance(g, dict) and isinstance(g.get("condition"), str) and isinstance(g.get("message", ""), str)):
-            raise bad(f"entry.guards[{i}] must be {{\"condition\": str, \"message\": str}}, found {g!r}")
+            raise bad(f"entry.guards[{i}] must be {{\"condition\": str, \"message\": str}}, found {_short(g)}")
+        if len(g["condition"]) > MAX_GUARD_CHARS:
+            raise bad(f"entry.guards[{i}] is {len(g['condition'])} characters long, more than the limit of "
+                      f"{MAX_GUARD_CHARS}")
     for rel, info in m["files"].items():
         safe_path(root, rel, MANIFEST)
-        if not (isinstance(info, dict) and isinstance(info.get("sha256"), str) and isinstance(info.get("bytes"), int)):
-            raise bad(f"files['{rel}'] must be {{\"sha256\": str, \"bytes\": int}}, found {info!r}")
+        if not (isinstance(info, dict) and isinstance(info.get("sha256"), str) and _is_size(info.get("bytes"))):
+            raise bad(f"files['{rel}'] must be {{\"sha256\": str, \"bytes\": int}}, found {_short(info)}")
     for required in (PLAN, PROGRAM):
         if required not in m["files"]:
             raise bad(f"does not list {required}")
@@ -192,16 +201,37 @@ def _check_manifest(root: Path, m: Any) -> None:
 
 def _check_tensor_desc(t: Any, where: str, bad) -> None:
     if not isinstance(t, dict) or not isinstance(t.get("name"), str):
-        raise bad(f"{where} must have a string 'name', found {t!r}")
+        raise bad(f"{where} must have a string 'name', found {_short(t)}")
     if not isinstance(t.get("dtype"), str) or not dtypes.is_known(t["dtype"]):
-        raise bad(f"{where} ('{t['name']}') has unknown dtype {t.get('dtype')!r}")
+        raise bad(f"{where} ('{t['name']}') has unknown dtype {_short(t.get('dtype'))}")
     shape = t.get("shape")
-    if not isinstance(shape, list) or not all(_is_dim(d) for d in shape):
-        raise bad(f"{where} ('{t['name']}') shape must be a list of sizes, symbol names or \"?\", found {shape!r}")
+    if not isinstance(shape, list) or len(shape) > MAX_RANK or not all(_is_dim(d) for d in shape):
+        raise bad(f"{where} ('{t['name']}') shape must be a list of at most {MAX_RANK} sizes, symbol names or "
+                  f"\"?\", found {_short(shape)}")
+
+
+def _is_size(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
 def _is_dim(d: Any) -> bool:
-    return (isinstance(d, int) and not isinstance(d, bool) and d >= 0) or (isinstance(d, str) and d != "")
+    return (_is_size(d) and d <= MAX_DIM) or (isinstance(d, str) and d != "" and len(d) <= 256)
+
+
+def _product(sizes) -> int:
+    total = 1
+    for s in sizes:
+        total *= s
+    return total
+
+
+def _short(x: Any) -> str:
+    """A value for an error message, cut short (a hostile file can hold anything)."""
+    try:
+        text = repr(x)
+    except (RecursionError, ValueError):
+        text = f"<{type(x).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _check_file(root: Path, rel: str, info: dict) -> None:
@@ -227,10 +257,18 @@ def _check_plan(a: Artifact) -> None:
     ranks = sorted(r.get("rank") for r in plan["ranks"] if isinstance(r, dict) and isinstance(r.get("rank"), int))
     if ranks != list(range(a.world_size)) or len(ranks) != len(plan["ranks"]):
         raise bad(f"must have one plan per rank 0..{a.world_size - 1}")
-    n_in, n_out = len(a.manifest["entry"]["inputs"]), len(a.manifest["entry"]["outputs"])
+    shardings = plan.get("shardings")
+    if shardings is not None and not (isinstance(shardings, dict) and all(
+            isinstance(shardings.get(k, []), list) for k in ("inputs", "outputs"))):
+        raise bad(f"'shardings' must be {{\"inputs\": [...], \"outputs\": [...]}}, found {_short(shardings)}")
+    for key in ("world_size", "mesh"):  # (the target is the loader's to check, against the device)
+        if key in plan and plan[key] != a.manifest[key]:
+            raise bad(f"'{key}' is {_short(plan[key])}, manifest.json says {_short(a.manifest[key])}")
+    entry = a.manifest["entry"]
+    n_in, n_out = len(entry["inputs"]), len(entry["outputs"])
     for r in plan["ranks"]:
         try:
-            a.programs[r["rank"]] = parse_rank_plan(r)
+            program = a.programs[r["rank"]] = parse_rank_plan(r)
         except PlanError as e:
             raise bad(str(e)) from None
         safe_path(a.root, r["weights"], PLAN)
@@ -239,6 +277,24 @@ def _check_plan(a: Artifact) -> None:
         if len(r["inputs"]) != n_in or len(r["outputs"]) != n_out:
             raise bad(f"rank {r['rank']}: {len(r['inputs'])} inputs and {len(r['outputs'])} outputs, "
                       f"the manifest's entry has {n_in} and {n_out}")
+        _cross_check(program, entry, a.world_size == 1, bad)
+
+
+def _cross_check(program: RankProgram, entry: dict, whole: bool, bad) -> None:
+    """The manifest's entry and a rank's plan describe the same tensors: same dtypes and ranks,
+    and (on one device, where nothing is sharded) the same static dims."""
+    for key, vids in (("inputs", program.inputs), ("outputs", program.outputs)):
+        for desc, vid in zip(entry[key], vids):
+            value = program.values[vid]
+            where = f"rank {program.rank}: {key[:-1]} '{desc['name']}' (value '{vid}')"
+            if value.dtype != desc["dtype"]:
+                raise bad(f"{where} is {value.dtype}, manifest.json says {desc['dtype']}")
+            if len(value.shape) != len(desc["shape"]):
+                raise bad(f"{where} has rank {len(value.shape)}, manifest.json says {len(desc['shape'])}")
+            if whole and key == "inputs":
+                for d, (mine, theirs) in enumerate(zip(value.shape, desc["shape"])):
+                    if (isinstance(mine, int) or isinstance(theirs, int)) and mine != theirs:
+                        raise bad(f"{where} dim {d} is {mine!r}, manifest.json says {theirs!r}")
 
 
 # ---------------------------------------------------------------- safetensors header
@@ -253,24 +309,45 @@ def read_safetensors_header(path: Path, error) -> dict[str, WeightInfo]:
             if len(head) < 8:
                 raise error("is not a safetensors file (too short)")
             (n,) = struct.unpack("<Q", head)
-            if n > size - 8:
+            if n > size - 8 or n > MAX_JSON_BYTES:
                 raise error("is not a safetensors file (bad header length)")
-            header = json.loads(f.read(n).decode("utf-8"))
+            header = jsonio.loads(f.read(n))
     except SdcError:
         raise
-    except (OSError, ValueError) as e:
-        raise error(f"is not a safetensors file ({e})") from None
+    except jsonio.JsonError as e:
+        raise error(f"is not a safetensors file (its header {e})") from None
+    except OSError as e:
+        raise error(f"is not a safetensors file ({e.strerror})") from None
     if not isinstance(header, dict):
         raise error("is not a safetensors file (header is not an object)")
+    data_size = size - 8 - n
     out = {}
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        try:
-            dtype = SAFETENSORS_DTYPES[entry["dtype"]]
-            shape = tuple(int(d) for d in entry["shape"])
-            begin, end = entry["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise error(f"weight '{name}' has an unsupported or malformed header entry {entry!r}") from None
-        out[name] = WeightInfo(name, dtype, shape, int(end) - int(begin))
+        out[name] = _weight_entry(name, entry, data_size, error)
     return out
+
+
+def _weight_entry(name: str, entry: Any, data_size: int, error) -> WeightInfo:
+    """One header entry, every field type-checked; its byte range must lie in the file and match
+    its dtype and shape."""
+    def malformed(why: str) -> SdcError:
+        return error(f"weight '{name}' has a malformed header entry ({why}): {_short(entry)}")
+
+    if not isinstance(entry, dict):
+        raise malformed("not an object")
+    dtype = SAFETENSORS_DTYPES.get(entry.get("dtype")) if isinstance(entry.get("dtype"), str) else None
+    if dtype is None:
+        raise malformed("unsupported dtype")
+    shape, offsets = entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(shape, list) or len(shape) > MAX_RANK or not all(_is_size(d) and d <= MAX_DIM for d in shape):
+        raise malformed("shape must be a list of sizes")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_size(o) for o in offsets)):
+        raise malformed("data_offsets must be two sizes")
+    begin, end = offsets
+    if not begin <= end <= data_size:
+        raise malformed(f"data_offsets outside the file's {data_size} data bytes")
+    if _product(shape) * dtypes.itemsize(dtype) != end - begin:
+        raise malformed("data_offsets do not match the dtype and shape")
+    return WeightInfo(name, dtype, tuple(shape), end - begin)

@@ -152,10 +152,11 @@ class ReferenceExecutor:
     """Runs one rank's plan; build it once per loaded artifact, call `run` per inference."""
 
     def __init__(self, program: S.RankProgram, weights: dict[str, torch.Tensor], mesh: dict[str, int],
-                 error: ErrorFactory, comm: Any = None, device: torch.device | None = None):
+                 error: ErrorFactory, comm: Any = None, device: torch.device | None = None, kernels: Any = None):
         """`error(message)` makes the SdcError for a plan that does not fit its weights (naming the
         artifact and plan.json). `comm` runs the collectives (sdc.runtime.distributed); `device` is
-        where the tensors live."""
+        where the tensors live; `kernels` reads the artifact's generated kernel sources
+        (`sdc.runtime.triton_launcher.KernelSources`), for launches whose backend is triton."""
         self.mesh = dict(mesh)
         self.comm = comm
         self.device = device
@@ -175,7 +176,13 @@ class ReferenceExecutor:
         self.program: list[Callable[[list, RunState], None]] = []
         self.kernel_count = 0
         for step in program.steps:
-            if isinstance(step, S.Launch):
+            if isinstance(step, S.Launch) and step.triton is not None:
+                from sdc.runtime.triton_launcher import prepare_launch
+
+                self.kernel_count += 1
+                self.program.append(prepare_launch(step, self.slots, program.values, kernels, device,
+                                                   self.streams[step.stream], error))
+            elif isinstance(step, S.Launch):
                 self.kernel_count += 1
                 for entry in step.ops:
                     self.program.append(self._op(step, entry, weights, error, allocated, from_comm))

@@ -36,15 +36,17 @@ FREE = "free"
 STEP_KINDS = (ALLOC, LAUNCH, COLLECTIVE, RECORD, WAIT, FREE)
 
 REFERENCE = "reference"  # the kernel backend whose kernels are sdc ops run by their reference semantics
+TRITON = "triton"  # generated Triton kernels, sources in kernels/ (sdc/codegen/triton, sdc/runtime/triton_launcher.py)
 COMPUTE_STREAM = "compute"
 
 
 def launch_ops(step: dict) -> list[dict]:
-    """The ops of a `launch` step's reference kernel group ([] for any other step or backend).
+    """The ops of a `launch` step's kernel group ([] for any other step): what a reference kernel
+    runs, or what a generated (triton) kernel computes.
 
     For readers of plan.json that look at the ops (reports, `sdc inspect`), not for running it."""
     kernel = step.get("kernel") if step.get("kind") == LAUNCH else None
-    ops = kernel.get("ops") if isinstance(kernel, dict) and kernel.get("backend") == REFERENCE else None
+    ops = kernel.get("ops") if isinstance(kernel, dict) and kernel.get("backend") in (REFERENCE, TRITON) else None
     return ops if isinstance(ops, list) else []
 
 

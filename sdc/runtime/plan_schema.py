@@ -20,11 +20,13 @@ run. The executor (`sdc.runtime.executor`) then works from these objects alone. 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Union
 
 from sdc import dtypes
-from sdc.runtime.format import COLLECTIVE, LAUNCH, RECORD, REFERENCE, STEP_KINDS, WAIT
+from sdc.dialect import symexpr
+from sdc.runtime.format import COLLECTIVE, KERNELS_DIR, LAUNCH, RECORD, REFERENCE, STEP_KINDS, TRITON, WAIT
 
 Dim = Union[int, str]
 
@@ -63,13 +65,41 @@ class Alloc(Step):
 
 
 @dataclass(frozen=True)
+class KernelTensor:
+    """A tensor argument or result of a generated kernel: `map[j]` is the domain dim that dim j of
+    the value is indexed by (None: size 1, broadcast); `layout`: a result's physical dim order."""
+
+    value: str
+    map: tuple[int | None, ...]
+    layout: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TritonKernel:
+    """A generated Triton kernel (sdc/codegen/triton): its source file in the artifact, its entry
+    function, the index domain (static sizes, None where known at run time), its tensors, the grid
+    (dim expressions over the domain sizes d0, d1, ...), constexprs and warps."""
+
+    source: str
+    entry: str
+    template: str
+    domain: tuple[int | None, ...]
+    args: tuple[KernelTensor, ...]
+    results: tuple[KernelTensor, ...]
+    grid: tuple[str, ...]
+    constexprs: dict
+    num_warps: int
+
+
+@dataclass(frozen=True)
 class Launch(Step):
     id: str
     stream: int
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     backend: str
-    ops: tuple[OpEntry, ...]
+    ops: tuple[OpEntry, ...]  # the group's ops: what a reference kernel runs, what a generated one computes
+    triton: TritonKernel | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +154,7 @@ class PlanError(ValueError):
     """A malformed rank plan; the message names the rank and step."""
 
 
-BACKENDS = (REFERENCE,)  # the kernel backends this runtime runs
+BACKENDS = (REFERENCE, TRITON)  # the kernel backends this runtime runs
 
 
 def parse_rank_plan(raw: Any) -> RankProgram:
@@ -279,7 +309,7 @@ class _Reader:
         self.writes(outputs, where)
         ops = kernel.get("ops")
         if not isinstance(ops, list) or not ops:
-            raise PlanError(f"{where}: a reference kernel needs a non-empty 'ops' list")
+            raise PlanError(f"{where}: a {backend} kernel needs a non-empty 'ops' list")
         made: set[str] = set()
         entries = []
         for n, entry in enumerate(ops):
@@ -294,7 +324,8 @@ class _Reader:
         if missing:
             raise PlanError(f"{where}: lists output '{missing[0]}', which none of its ops computes")
         self.defined.update(made)
-        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries))
+        triton = _triton_kernel(kernel, inputs, outputs, self.values, where) if backend == TRITON else None
+        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton)
 
     def _op_entry(self, raw: Any, where: str) -> OpEntry:
         if not isinstance(raw, dict):
@@ -368,3 +399,71 @@ class _Reader:
                 raise PlanError(f"{where}: frees value '{vid}' before it is computed")
         self.freed.update(vids)
         return Free(i, where, vids)
+
+
+# ---------------------------------------------------------------- generated (triton) kernels
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_KERNEL_FILE = re.compile(rf"^{KERNELS_DIR}/[A-Za-z0-9_.-]+\.py$")
+
+
+def _triton_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], values: dict[str, Value],
+                   where: str) -> TritonKernel:
+    """Check a triton `kernel` object: its file, entry, domain, tensors, grid and constexprs."""
+    source, entry = raw.get("source"), raw.get("entry")
+    if not isinstance(source, str) or not _KERNEL_FILE.match(source) or ".." in source:
+        raise PlanError(f"{where}: a triton kernel's 'source' must be a file kernels/NAME.py, found {_short(source)}")
+    if not isinstance(entry, str) or not _IDENTIFIER.match(entry):
+        raise PlanError(f"{where}: a triton kernel's 'entry' must be a Python identifier, found {_short(entry)}")
+    template = raw.get("template", "")
+    domain = raw.get("domain")
+    if not isinstance(domain, list) or not all(d is None or (_is_int(d) and d >= 0) for d in domain):
+        raise PlanError(f"{where}: 'domain' must list sizes or null, found {_short(domain)}")
+    rank = len(domain)
+
+    def tensors(key: str, allowed: tuple[str, ...]) -> tuple[KernelTensor, ...]:
+        items = raw.get(key)
+        if not isinstance(items, list):
+            raise PlanError(f"{where}: '{key}' must be a list of {{\"value\", \"map\"}}, found {_short(items)}")
+        out = []
+        for t in items:
+            vid = t.get("value") if isinstance(t, dict) else None
+            if vid not in allowed:
+                raise PlanError(f"{where}: '{key}' names value {_short(vid)}, which is not among the launch's "
+                                f"{'inputs' if key == 'args' else 'outputs'}")
+            m = t.get("map")
+            if (not isinstance(m, list) or len(m) != len(values[vid].shape)
+                    or not all(d is None or (_is_int(d) and 0 <= d < rank) for d in m)):
+                raise PlanError(f"{where}: the map of '{vid}' must give one domain dim (0..{rank - 1}) or null for "
+                                f"each of its {len(values[vid].shape)} dims, found {_short(m)}")
+            layout = t.get("layout")
+            if layout is not None and (not isinstance(layout, list) or sorted(layout) != list(range(len(m)))):
+                raise PlanError(f"{where}: the layout of '{vid}' must be a permutation, found {_short(layout)}")
+            out.append(KernelTensor(vid, tuple(m), tuple(layout) if layout is not None else None))
+        return tuple(out)
+
+    args = tensors("args", inputs)
+    results = tensors("results", outputs)
+    if sorted(r.value for r in results) != sorted(outputs):
+        raise PlanError(f"{where}: a triton kernel's 'results' must be the launch's outputs {list(outputs)}")
+    grid = raw.get("grid")
+    if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
+        raise PlanError(f"{where}: 'grid' must be a list of 1 to 3 dim expressions, found {_short(grid)}")
+    names = {f"d{d}" for d in range(rank)}
+    for g in grid:
+        try:
+            used = symexpr.free_symbols(str(g)) if isinstance(g, (str, int)) and not isinstance(g, bool) else None
+        except symexpr.SymExprError as e:
+            raise PlanError(f"{where}: grid entry {_short(g)}: {e}") from None
+        if used is None or not set(used) <= names:
+            raise PlanError(f"{where}: grid entry {_short(g)} must be a dim expression over {sorted(names)}")
+    constexprs = raw.get("constexprs", {})
+    if not isinstance(constexprs, dict) or not all(
+            isinstance(k, str) and _IDENTIFIER.match(k) and (_is_int(v) or isinstance(v, bool))
+            for k, v in constexprs.items()):
+        raise PlanError(f"{where}: 'constexprs' must map names to integers, found {_short(constexprs)}")
+    warps = raw.get("num_warps", 4)
+    if not _is_int(warps) or warps not in (1, 2, 4, 8, 16, 32):
+        raise PlanError(f"{where}: 'num_warps' must be a power of 2 up to 32, found {_short(warps)}")
+    return TritonKernel(source, entry, str(template), tuple(domain), args, results, tuple(str(g) for g in grid),
+                        dict(constexprs), warps)

@@ -17,6 +17,7 @@ import numpy as np
 from sdc import dtypes
 from sdc.diagnostics import SdcError
 from sdc.dialect import symexpr
+from sdc.limits import check_alloc
 from sdc.dialect.symexpr import SymExprError
 from sdc.lazy import lazy_import
 
@@ -201,22 +202,27 @@ class Signature:
         else:
             try:
                 array = np.asarray(value)
-            except ValueError as e:
+            except (ValueError, TypeError, OverflowError) as e:
                 raise SdcError(f"input '{info.name}' is not an array: {e}") from None
             try:
                 got = dtypes.from_numpy(array.dtype)
-            except KeyError:
+            except (KeyError, TypeError, ValueError):
                 got = str(array.dtype)
             t = None
         if got != info.dtype:
             raise SdcError(f"input '{info.name}' has dtype {got}, expected {info.dtype}")
-        if t is None:
-            if not array.flags.writeable or any(s < 0 for s in array.strides):
-                array = array.copy()  # torch wants writable arrays with non-negative strides
-            t = torch.from_numpy(array)
-        shape = tuple(t.shape)
+        shape = tuple(t.shape if t is not None else array.shape)
         if len(shape) != info.rank or any(isinstance(w, int) and w != g for g, w in zip(shape, info.shape)):
             raise SdcError(f"input '{info.name}' has shape {format_shape(shape)}, expected {info.shape_str()}")
+        strides = t.stride() if t is not None else array.strides
+        if any(s == 0 for s, n in zip(strides, shape) if n > 1):
+            # A broadcast view (stride 0) declares more data than it holds; the kernels will
+            # materialize it, so its logical size must fit the limit.
+            itemsize = t.element_size() if t is not None else array.itemsize
+            check_alloc(_numel(shape) * itemsize, f"input '{info.name}' (a broadcast view of shape "
+                                                  f"{format_shape(shape)})")
+        if t is None:
+            t = _from_numpy(info.name, array)
         return t
 
     def _symbols(self, tensors: list[torch.Tensor]) -> dict[str, int]:
@@ -289,6 +295,25 @@ class Signature:
                           for s in g.symbols)
         reason = f": {g.message}" if g.message else ""
         return f"inputs break the guard '{g.condition}'{reason} ({bound})"
+
+
+def _numel(shape: Sequence[int]) -> int:
+    total = 1
+    for n in shape:
+        total *= int(n)
+    return total
+
+
+def _from_numpy(name: str, array: np.ndarray) -> torch.Tensor:
+    """A torch view of a checked numpy input, copying only where torch needs it: byte order not
+    the machine's (torch has no big-endian tensors), read-only memory, negative strides."""
+    if not array.dtype.isnative:
+        check_alloc(array.size * array.itemsize, f"input '{name}' (converted to native byte order)")
+        array = array.astype(array.dtype.newbyteorder("="))
+    if not array.flags.writeable or any(s < 0 for s in array.strides):
+        check_alloc(array.size * array.itemsize, f"input '{name}' (copied: read-only or negative strides)")
+        array = array.copy()
+    return torch.from_numpy(array)
 
 
 def guard_holds(g: Guard, symbols: Mapping[str, int]) -> bool:

@@ -146,8 +146,7 @@ def _cpu_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
 
 
 def _cuda_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
-    # What sdc will run for cuda; the driver refuses the target until its backend is there
-    # (sdc.target), but sdc-opt and the tests can use the pipeline now.
+    # The planner then generates Triton kernels for the groups its templates fit (sdc/codegen/triton).
     return (
         "sdc-verify",
         "sdc-canonicalize",

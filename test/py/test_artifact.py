@@ -3,6 +3,7 @@ with one clear error naming the file."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 import sdc.runtime
+import sdc.target
 from sdc.compiler import compile_module
 from sdc.diagnostics import SdcError
 from sdc.ir_text import parse_module
@@ -311,8 +313,11 @@ def _insert(p: dict, index: int, *steps: dict) -> None:
     (lambda p: p["ranks"][0]["values"]["v1"].update(layout=[1, 1]),
      r"plan.json: rank 0: value 'v1' has layout \[1, 1\], which is not a permutation of its 1 dims"),
     (lambda p: p.update(ranks=[]), r"plan.json: must have one plan per rank 0..0"),
+    (lambda p: p["ranks"][0]["steps"][1]["kernel"].update(backend="cuda-c", source="kernels/k1.cu"),
+     r"plan.json: rank 0 step 1 \(launch k1\): kernel backend 'cuda-c' is not one this runtime runs \(reference, "
+     r"triton\)"),
     (lambda p: p["ranks"][0]["steps"][1]["kernel"].update(backend="triton", source="kernels/k1.py"),
-     r"plan.json: rank 0 step 1 \(launch k1\): kernel backend 'triton' is not one this runtime runs \(reference\)"),
+     r"plan.json: rank 0 step 1 \(launch k1\): a triton kernel's 'entry' must be a Python identifier, found None"),
     (lambda p: p["ranks"][0]["steps"][1].update(stream=1),
      r"plan.json: rank 0 step 1 \(launch k1\): 'stream' must be a stream index 0..0, found 1"),
     (lambda p: _insert(p, 1, {"kind": "wait", "event": "e0", "stream": 0}),
@@ -374,10 +379,12 @@ def test_not_an_artifact(tmp_path):
         sdc.runtime.load(tmp_path)
 
 
-def test_artifact_for_another_target(artifact):
+def test_artifact_for_another_target(artifact, monkeypatch):
     manifest = read_manifest(artifact)
     manifest["target"] = "cuda"
     write_manifest(artifact, manifest)
+    sdc.runtime.load(artifact)  # cuda artifacts run here too (reference kernels as torch ops)
+    monkeypatch.setitem(sdc.target.TARGETS, "cuda", dataclasses.replace(sdc.target.TARGETS["cuda"], supported=False))
     with pytest.raises(SdcError, match=r"compiled for target 'cuda'"):
         sdc.runtime.load(artifact)
 

@@ -62,12 +62,11 @@ def test_frontend_for_chooses_by_suffix_and_type(tmp_path, rng):
     assert frontend_for(str(tmp_path / "m.onnx")) == "onnx"
     assert frontend_for(tmp_path / "m.pb") == "onnx"  # any other file is read as ONNX, which says if it is not
     assert frontend_for(mlp_model(rng)) == "onnx"
+    assert frontend_for(torch.nn.Linear(2, 2)) == "torch"
 
 
 @pytest.mark.parametrize("model, message", [
-    (torch.nn.Linear(2, 2), "cannot compile a Linear yet: the PyTorch frontend is not there; export the model "
-                            "to ONNX"),
-    (lambda x: x, r"cannot compile a Python callable \(function\) yet"),
+    (type("Fn", (), {"__call__": lambda self, x: x})(), "cannot compile a callable Fn: give a JAX function"),
     (42, "cannot compile a builtins.int: give an ONNX model"),
 ])
 def test_frontend_for_explains_what_it_cannot_import(model, message):

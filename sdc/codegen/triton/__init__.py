@@ -1,0 +1,56 @@
+"""Triton codegen: kernel groups of the plan as generated Triton kernels (docs/codegen.md).
+
+Two stages, each of which can be looked at on its own:
+
+1. `lower.lower_group`: a launch step's ops -> `KernelProgram`, a small kernel IR over one index
+   domain (`KernelProgram.dump()` prints it);
+2. `renderer.TritonRenderer.render`: the program -> the source of one `@triton.jit` function.
+
+`generate_kernel` runs both for the planner and returns the `kernel` object of plan.json's launch
+step (backend "triton") with the source text; a group outside the templates raises
+`LoweringError`, and the planner keeps it on the reference backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from sdc.codegen.triton.lower import KernelProgram, LoweringError, lower_group
+from sdc.codegen.triton.renderer import TritonRenderer
+
+__all__ = ["GeneratedKernel", "KernelProgram", "LoweringError", "TritonRenderer", "generate_kernel", "lower_group"]
+
+TRITON = "triton"
+
+
+@dataclass(frozen=True)
+class GeneratedKernel:
+    program: KernelProgram
+    source: str
+    kernel: dict  # plan.json's launch `kernel` object, less `source` (the planner names the file)
+
+
+def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequence[str],
+                    values: Mapping[str, Mapping], entry: str, weight=lambda vid: None,
+                    renderer: TritonRenderer | None = None) -> GeneratedKernel:
+    """The Triton kernel of one kernel group; LoweringError when no template fits it."""
+    renderer = renderer or TritonRenderer()
+    program = lower_group(ops, inputs, outputs, values, renderer.elementwise_ops(), weight)
+    blocks = renderer.plan_blocks(program)
+    source = renderer.render(program, entry, blocks)
+    constexprs = {k: v for k, v in blocks.items() if k != "looped"}
+    kernel = {
+        "backend": TRITON,
+        "entry": entry,
+        "template": program.template + ("_looped" if blocks.get("looped") else ""),
+        "domain": list(program.domain),
+        "args": [{"value": a.value, "map": list(a.map)} for a in program.args],
+        "results": [{"value": r.value, "map": list(r.map), **({"layout": list(r.layout)} if r.layout else {})}
+                    for r, _ in program.results],
+        "grid": renderer.grid(program, blocks),
+        "constexprs": constexprs,
+        "num_warps": renderer.num_warps,
+        "ops": [dict(e) for e in ops],
+    }
+    return GeneratedKernel(program, source, kernel)

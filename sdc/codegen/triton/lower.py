@@ -1,0 +1,359 @@
+"""Stage 1 of Triton codegen: a kernel group of the plan lowered to a small kernel IR.
+
+The input is what the planner has for one `launch` step: its ops (plan.json op entries, in order),
+the values it reads and the values it writes, and the values table. The output is a
+`KernelProgram`: a list of primitive nodes (loads of kernel arguments, constants, elementwise ops
+named as sdc names them, casts, row reductions `sum`/`max`/`min`, the row length) over one index
+*domain*, plus how each tensor argument and result maps onto that domain. The renderer
+(`renderer.py`) turns it into source text; `KernelProgram.dump()` prints it, for `--dump-ir` and for
+reading a failing kernel.
+
+Two templates:
+- `elementwise`: the domain is the group's result shape; every value is computed at each index of
+  it, so broadcasting is index arithmetic (each argument's stride is 0 along a dim it broadcasts).
+- `row`: the group holds row reductions (softmax, log_softmax, layer_norm, rms_norm, reduce_*)
+  over the last dim of one domain (fuse.py groups only reductions that share one); one program
+  per row. Values are *row* values (vary along the last dim) or *scalar* ones (one per row:
+  reduction results and what is computed from them alone).
+
+How a value's dims map onto the domain follows numpy broadcasting (right-aligned), except where an
+op says otherwise (batch_norm's per-channel operands, a norm's scale and bias, a reduction without
+keepdims). The maps are found backwards from the results; a value that two readers would map
+differently, or any op or dtype the renderer cannot handle, raises `LoweringError`, and the group
+keeps the reference backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from sdc import dtypes
+
+ELEMENTWISE, ROW = "elementwise", "row"
+
+# dtypes a generated kernel loads, computes and stores (torch has no arithmetic for the wide unsigned ones)
+KERNEL_DTYPES = frozenset({"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64", "ui8"})
+
+ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_sum", "reduce_mean", "reduce_max",
+                     "reduce_min"})
+REDUCE_PRIMITIVE = {"reduce_sum": "sum", "reduce_mean": "sum", "reduce_max": "max", "reduce_min": "min"}
+PER_CHANNEL_OPERANDS = {"batch_norm": (1, 2, 3, 4)}  # operands indexed by the channel dim (1) of operand 0
+PER_ROW_OPERANDS = {"layer_norm": (1, 2), "rms_norm": (1,)}  # operands indexed by the last dim of operand 0
+
+
+class LoweringError(Exception):
+    """The group is outside what the Triton renderer handles; the message says why."""
+
+
+@dataclass
+class Node:
+    """One primitive of the kernel: `op` is `load`, `const`, `cast`, `rowlen`, a reduction (`sum`,
+    `max`, `min`) or an elementwise sdc op name; `dtype` is the logical element type of its value."""
+
+    id: int
+    op: str
+    args: tuple[int, ...]
+    dtype: str
+    row: bool = True  # varies along the domain's last dim (always True in the elementwise template)
+    attrs: dict = field(default_factory=dict)
+    arg: int | None = None  # load: the kernel argument it reads
+    value: Any = None  # const: a Python number
+
+    @property
+    def reduction(self) -> bool:
+        return self.op in ("sum", "max", "min")
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor the kernel reads or writes: `map[j]` is the domain dim that dim j of the value is
+    indexed by (None: the value has size 1 there). `layout`: a result's physical dim order."""
+
+    value: str
+    dtype: str
+    map: tuple[int | None, ...]
+    layout: tuple[int, ...] | None = None
+
+
+@dataclass
+class KernelProgram:
+    template: str
+    domain: tuple[int | None, ...]  # static sizes, None where the size is known at run time only
+    args: list[TensorArg]
+    results: list[tuple[TensorArg, int]]  # (the result, the node whose value it stores)
+    nodes: list[Node]
+    ops: list[str]  # the sdc ops it computes, for the kernel's header
+
+    def dump(self) -> str:
+        """The kernel IR as text, one node a line."""
+        lines = [f"template {self.template}, domain {list(self.domain)}"]
+        for i, a in enumerate(self.args):
+            lines.append(f"  arg a{i}: {a.value} {a.dtype} map {list(a.map)}")
+        for n in self.nodes:
+            what = (f"a{n.arg}" if n.op == "load" else repr(n.value) if n.op == "const"
+                    else ", ".join(f"%{a}" for a in n.args))
+            attrs = f" {n.attrs}" if n.attrs else ""
+            lines.append(f"  %{n.id} = {n.op}({what}){attrs} : {n.dtype}{'' if n.row else ' (per row)'}")
+        for r, node in self.results:
+            lines.append(f"  store %{node} -> {r.value} map {list(r.map)}"
+                         + (f" layout {list(r.layout)}" if r.layout else ""))
+        return "\n".join(lines)
+
+
+WeightLookup = Callable[[str], Any]  # value id -> its tensor when it is a weight, else None
+
+
+def lower_group(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequence[str],
+                values: Mapping[str, Mapping], supported: frozenset[str],
+                weight: WeightLookup = lambda vid: None) -> KernelProgram:
+    """The kernel IR of one kernel group; LoweringError when the renderer cannot take it.
+
+    `supported`: the elementwise op names the renderer has a method for; `weight(vid)` gives a
+    weight's tensor, so that one-element weights become constants in the source."""
+    return _Lowering(ops, inputs, outputs, values, supported, weight).run()
+
+
+class _Lowering:
+    def __init__(self, ops, inputs, outputs, values, supported, weight):
+        self.ops = list(ops)
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.values = values
+        self.supported = supported
+        self.weight = weight
+        self.nodes: list[Node] = []
+        self.env: dict[str, int] = {}  # value id -> node
+        self.args: list[TensorArg] = []
+        self.maps: dict[str, tuple[int | None, ...]] = {}
+
+    def run(self) -> KernelProgram:
+        if not self.outputs:
+            raise LoweringError("the group writes nothing")
+        for e in self.ops:
+            self._check_op(e)
+        template = ROW if any(e["op"] in ROW_OPS for e in self.ops) else ELEMENTWISE
+        domain_shape = self._domain_shape(template)
+        self.rank = len(domain_shape)
+        if template == ROW and (self.rank == 0 or domain_shape[-1] == 1):
+            raise LoweringError("a row reduction over a dim of size 1")
+        self.domain = tuple(d if isinstance(d, int) else None for d in domain_shape)
+        self.identity = tuple(None if d == 1 else i for i, d in enumerate(domain_shape))
+        self.template = template
+        self._assign_maps()
+        live = self._live_ops()
+        for e in live:
+            self._lower(e)
+        results = []
+        producers = {v: e for e in self.ops for v in e["outputs"]}
+        for vid in self.outputs:
+            v = self.values[vid]
+            layout = None
+            e = producers[vid]
+            if e["op"] == "layout_cast" and list(e["attrs"]["layout"]) != list(range(len(v["shape"]))):
+                layout = tuple(e["attrs"]["layout"])
+            results.append((TensorArg(vid, v["dtype"], self.maps[vid], layout), self.env[vid]))
+        return KernelProgram(template, self.domain, self.args, results, self.nodes, [e["op"] for e in live])
+
+    # ------------------------------------------------------------ checks
+
+    def _check_op(self, e: Mapping) -> None:
+        name = e["op"]
+        if name not in self.supported and name not in ROW_OPS and name not in ("cast", "layout_cast", "batch_norm"):
+            raise LoweringError(f"no Triton template for 'sdc.{name}'")
+        if len(e["outputs"]) != 1:
+            raise LoweringError(f"'sdc.{name}' has {len(e['outputs'])} results")
+        for vid in [*e["inputs"], *e["outputs"]]:
+            dtype = self.values[vid]["dtype"]
+            if dtype not in KERNEL_DTYPES:
+                raise LoweringError(f"'sdc.{name}' on {dtype}")
+        x = self.values[e["inputs"][0]] if e["inputs"] else None
+        if name in ROW_OPS:
+            if not dtypes.is_float(x["dtype"]):
+                raise LoweringError(f"'sdc.{name}' on {x['dtype']} (row kernels reduce floats)")
+            rank = len(x["shape"])
+            if rank == 0:
+                raise LoweringError(f"'sdc.{name}' of a rank-0 tensor")
+            a = e["attrs"]
+            if name.startswith("reduce_"):
+                axes = sorted(ax % rank for ax in a.get("axes") or range(rank)) if rank else []
+                if axes != [rank - 1]:
+                    raise LoweringError(f"'sdc.{name}' over axes {axes} (row kernels reduce the last dim)")
+            elif a.get("axis", -1) % rank != rank - 1:
+                raise LoweringError(f"'sdc.{name}' along axis {a.get('axis')} (row kernels reduce the last dim)")
+        if name in ("div", "mod", "pow") and not dtypes.is_float(x["dtype"]):
+            raise LoweringError(f"integer 'sdc.{name}'")
+        if name == "pow" and _scalar(self.weight(e["inputs"][1])) not in POW_EXPONENTS:
+            raise LoweringError("'sdc.pow' with an exponent other than a constant " + "/".join(map(str, POW_EXPONENTS)))
+        if name == "clip" and not dtypes.is_float(x["dtype"]):
+            raise LoweringError("integer 'sdc.clip'")
+
+    def _domain_shape(self, template: str) -> list:
+        shapes = {tuple(self.values[v]["shape"]) for v in self.outputs}
+        if template == ELEMENTWISE:
+            if len(shapes) != 1:
+                raise LoweringError(f"results of different shapes {sorted(map(list, shapes))}")
+            return list(next(iter(shapes)))
+        domains = {tuple(self.values[e["inputs"][0]]["shape"]) for e in self.ops if e["op"] in ROW_OPS}
+        if len(domains) != 1:
+            raise LoweringError(f"reductions over different shapes {sorted(map(list, domains))}")
+        return list(next(iter(domains)))
+
+    # ------------------------------------------------------------ index maps
+
+    def _assign_maps(self) -> None:
+        """Each value's map onto the domain, from the results backwards."""
+        produced = {v: e for e in self.ops for v in e["outputs"]}
+        for vid in self.outputs:
+            e = produced[vid]
+            rank = len(self.values[vid]["shape"])
+            if e["op"] in REDUCE_PRIMITIVE and not e["attrs"].get("keepdims"):
+                self._set_map(vid, tuple(range(self.rank - 1)))
+            else:
+                self._set_map(vid, self._right_aligned(rank, tuple(range(self.rank)), vid))
+        for e in reversed(self.ops):
+            out = e["outputs"][0]
+            if out not in self.maps:
+                continue  # nobody reads it: the kernel does not compute it
+            m = self.maps[out]
+            name = e["op"]
+            for i, vid in enumerate(e["inputs"]):
+                rank = len(self.values[vid]["shape"])
+                if i in PER_CHANNEL_OPERANDS.get(name, ()):
+                    self._set_map(vid, (m[1],))
+                elif i in PER_ROW_OPERANDS.get(name, ()):
+                    self._set_map(vid, (m[-1],))
+                elif name in REDUCE_PRIMITIVE:  # the operand runs along the reduced (last) dim
+                    kept = m[:-1] if e["attrs"].get("keepdims") else m
+                    self._set_map(vid, kept + (self.rank - 1,))
+                else:
+                    self._set_map(vid, self._right_aligned(rank, m, vid))
+            if name in ROW_OPS and self.maps[e["inputs"][0]] != self.identity:
+                raise LoweringError(f"'sdc.{name}' does not reduce over the kernel's domain")
+
+    def _right_aligned(self, rank: int, m: tuple, vid: str) -> tuple:
+        if rank > len(m):
+            raise LoweringError(f"value '{vid}' has more dims than the kernel's domain")
+        return m[len(m) - rank:]
+
+    def _set_map(self, vid: str, m: tuple) -> None:
+        shape = self.values[vid]["shape"]
+        m = tuple(None if shape[j] == 1 else d for j, d in enumerate(m))  # size 1: broadcast, never indexed
+        old = self.maps.get(vid)
+        if old is not None and old != m:
+            raise LoweringError(f"value '{vid}' is read with two different index maps {list(old)} and {list(m)}")
+        self.maps[vid] = m
+
+    def _live_ops(self) -> list[Mapping]:
+        return [e for e in self.ops if e["outputs"][0] in self.maps]
+
+    def _is_row(self, vid: str) -> bool:
+        return self.template == ELEMENTWISE or (self.rank - 1) in self.maps[vid]
+
+    # ------------------------------------------------------------ nodes
+
+    def _node(self, op: str, args: Sequence[int], dtype: str, row: bool | None = None, **kw) -> int:
+        if row is None:
+            row = any(self.nodes[a].row for a in args) if args else True
+        self.nodes.append(Node(len(self.nodes), op, tuple(args), dtype, row, **kw))
+        return len(self.nodes) - 1
+
+    def _const(self, value: Any, dtype: str) -> int:
+        return self._node("const", (), dtype, row=False, value=value)
+
+    def _operand(self, vid: str) -> int:
+        if vid in self.env:
+            return self.env[vid]
+        if vid not in self.inputs:
+            raise LoweringError(f"value '{vid}' is read before the group computes it")
+        v = self.values[vid]
+        scalar = _scalar(self.weight(vid))
+        if scalar is not None:
+            self.env[vid] = self._const(scalar, v["dtype"])
+            return self.env[vid]
+        self.args.append(TensorArg(vid, v["dtype"], self.maps[vid]))
+        self.env[vid] = self._node("load", (), v["dtype"], row=self._is_row(vid), arg=len(self.args) - 1)
+        return self.env[vid]
+
+    def _lower(self, e: Mapping) -> None:
+        name, out = e["op"], e["outputs"][0]
+        dtype = self.values[out]["dtype"]
+        if name == "layout_cast":  # the same values; the result's layout is where they are stored
+            self.env[out] = self._operand(e["inputs"][0])
+            return
+        args = [self._operand(v) for v in e["inputs"]]
+        lower = getattr(self, f"_lower_{name}", None)
+        if lower is not None:
+            self.env[out] = lower(e, args, dtype)
+        elif name == "pow":
+            self.env[out] = self._node("pow", args[:1], dtype, attrs={"exponent": self.nodes[args[1]].value})
+        else:
+            self.env[out] = self._node(name, args, dtype, attrs=dict(e["attrs"]))
+
+    def _lower_cast(self, e, args, dtype) -> int:
+        return self._node("cast", args, dtype, attrs={"from": self.nodes[args[0]].dtype})
+
+    def _lower_batch_norm(self, e, args, dtype) -> int:
+        x, scale, bias, mean, var = args
+        eps = self._const(float(e["attrs"]["epsilon"]), dtype)
+        inv = self._node("rsqrt", [self._node("add", [var, eps], dtype)], dtype)
+        y = self._node("mul", [self._node("sub", [x, mean], dtype), inv], dtype)
+        return self._node("add", [self._node("mul", [y, scale], dtype), bias], dtype)
+
+    def _rowlen(self, dtype: str) -> int:
+        return self._node("rowlen", (), dtype, row=False)
+
+    def _reduce(self, kind: str, x: int, dtype: str) -> int:
+        return self._node(kind, [x], dtype, row=False)
+
+    def _lower_softmax(self, e, args, dtype) -> int:
+        (x,) = args
+        shifted = self._node("sub", [x, self._reduce("max", x, dtype)], dtype)
+        ex = self._node("exp", [shifted], dtype)
+        return self._node("div", [ex, self._reduce("sum", ex, dtype)], dtype)
+
+    def _lower_log_softmax(self, e, args, dtype) -> int:
+        (x,) = args
+        shifted = self._node("sub", [x, self._reduce("max", x, dtype)], dtype)
+        total = self._reduce("sum", self._node("exp", [shifted], dtype), dtype)
+        return self._node("sub", [shifted, self._node("log", [total], dtype)], dtype)
+
+    def _lower_layer_norm(self, e, args, dtype) -> int:
+        x, scale, bias = args
+        n = self._rowlen(dtype)
+        mean = self._node("div", [self._reduce("sum", x, dtype), n], dtype)
+        centered = self._node("sub", [x, mean], dtype)
+        var = self._node("div", [self._reduce("sum", self._node("mul", [centered, centered], dtype), dtype), n], dtype)
+        eps = self._const(float(e["attrs"]["epsilon"]), dtype)
+        inv = self._node("rsqrt", [self._node("add", [var, eps], dtype)], dtype)
+        y = self._node("mul", [self._node("mul", [centered, inv], dtype), scale], dtype)
+        return self._node("add", [y, bias], dtype)
+
+    def _lower_rms_norm(self, e, args, dtype) -> int:
+        x, scale = args
+        n = self._rowlen(dtype)
+        mean_square = self._node("div", [self._reduce("sum", self._node("mul", [x, x], dtype), dtype), n], dtype)
+        eps = self._const(float(e["attrs"]["epsilon"]), dtype)
+        y = self._node("mul", [x, self._node("rsqrt", [self._node("add", [mean_square, eps], dtype)], dtype)], dtype)
+        if dtype in ("f16", "bf16"):  # the reference rounds the normalized value before scaling it
+            y = self._node("cast", [y], dtype, attrs={"from": "f32"})
+        return self._node("mul", [y, scale], dtype)
+
+    def _lower_reduce(self, e, args, dtype) -> int:
+        r = self._reduce(REDUCE_PRIMITIVE[e["op"]], args[0], dtype)
+        if e["op"] == "reduce_mean":
+            r = self._node("div", [r, self._rowlen(dtype)], dtype)
+        return r
+
+    _lower_reduce_sum = _lower_reduce_mean = _lower_reduce_max = _lower_reduce_min = _lower_reduce
+
+
+POW_EXPONENTS = (0.5, 1.0, 2.0, 3.0, -1.0)
+
+
+def _scalar(t: Any) -> float | int | bool | None:
+    """A one-element weight's value as a Python number (None for anything else)."""
+    if t is None or not hasattr(t, "numel") or t.numel() != 1:
+        return None
+    value = t.reshape(()).item()
+    return value

@@ -1,0 +1,502 @@
+"""Stage 2 of Triton codegen: a `KernelProgram` (lower.py) rendered as Triton source text.
+
+`TritonRenderer` says what it can do as class attributes (the elementwise ops it has a method for,
+block sizes, the largest row one program holds in registers) and has one method per primitive op,
+returning the expression text of its value. `render(program, entry)` returns a whole kernel file:
+a header naming the sdc ops, the helpers it uses, and one `@triton.jit` function.
+
+The generated code uses only long-stable `triton.language` (tl.load/store with masks, tl.arange,
+tl.program_id, tl.reduce, tl.where, tl.exp/log/sqrt/rsqrt/erf/...: builtins only, no functions of
+triton's standard library, see `_reduce`): it must compile
+with triton 3.6 on the GPU host and run under TRITON_INTERPRET=1 with the triton of CI.
+
+Kernel signature: for each tensor argument, then each result, its pointer and one stride per domain
+dim (`a0, a0_s0, ..., a0_s2`; 0 along a dim it broadcasts), then the domain sizes `d0 .. d{R-1}`,
+then the constexprs (`BLOCK` or `RBLOCK`). The launcher (sdc/runtime/triton_launcher.py) computes
+the strides and sizes from the tensors at each call, so one kernel serves every dynamic size.
+
+Floats of 16 bits compute in f32 registers (loaded widened, stored rounded); an explicit cast to
+f16/bf16 rounds where the program says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sdc.codegen.triton.lower import ELEMENTWISE, KernelProgram, Node
+
+_STORAGE = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64", "i1": "tl.int1",
+            "i8": "tl.int8", "i16": "tl.int16", "i32": "tl.int32", "i64": "tl.int64", "ui8": "tl.uint8"}
+_REGISTER = {**_STORAGE, "f16": "tl.float32", "bf16": "tl.float32"}
+
+_HELPERS = {
+    "_tanh": '''@triton.jit
+def _tanh(x):
+    e = tl.exp(-2.0 * tl.abs(x))
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+''',
+    "_sum": '''@triton.jit
+def _sum(a, b):
+    return a + b
+''',
+    "_max": '''@triton.jit
+def _max(a, b):
+    return tl.maximum(a, b)
+''',
+    "_min": '''@triton.jit
+def _min(a, b):
+    return tl.minimum(a, b)
+''',
+    "_softplus": '''@triton.jit
+def _softplus(x):
+    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+''',
+}
+
+
+def literal(value: Any) -> str:
+    """A Python number as Triton source (non-finite floats as float("inf") / float("nan"))."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int):
+        return str(value)
+    value = float(value)
+    if math.isnan(value):
+        return 'float("nan")'
+    if math.isinf(value):
+        return 'float("inf")' if value > 0 else '-float("inf")'
+    return repr(value)
+
+
+class TritonRenderer:
+    """Triton source for kernel programs. Capabilities are class attributes."""
+
+    name = "triton"
+    block = 1024  # elements per program of an elementwise kernel
+    num_warps = 4
+    max_row_block = 4096  # the longest row (a power of 2) one program keeps in registers: longer rows loop
+    loop_row_block = 1024  # the block a looping row kernel steps through its row with
+    int32_index_limit = 2**31 - 1  # static domains at most this large index in int32, the rest in int64
+
+    unary_ops = frozenset({
+        "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "erf", "sin", "cos",
+        "floor", "ceil", "relu", "silu", "softplus", "softsign", "mish", "gelu", "leaky_relu", "elu", "selu",
+        "hard_sigmoid", "hard_swish", "clip", "not", "bitwise_not", "isnan", "isinf"})
+    binary_ops = frozenset({"add", "sub", "mul", "div", "pow", "max", "min", "bitwise_and", "bitwise_or",
+                            "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor"})
+    ternary_ops = frozenset({"where"})
+
+    @classmethod
+    def elementwise_ops(cls) -> frozenset[str]:
+        return cls.unary_ops | cls.binary_ops | cls.ternary_ops
+
+    def __init__(self) -> None:
+        self.helpers: set[str] = set()
+
+    # ------------------------------------------------------------ the whole file
+
+    def plan_blocks(self, program: KernelProgram) -> dict[str, int]:
+        """The constexprs of the kernel: BLOCK (elementwise), or RBLOCK and whether the row loops."""
+        if program.template == ELEMENTWISE:
+            numel = _static_numel(program.domain)
+            block = self.block if numel is None else max(16, min(self.block, _next_power_of_2(numel)))
+            return {"BLOCK": block}
+        n = program.domain[-1]
+        if n is not None and _next_power_of_2(n) <= self.max_row_block:
+            return {"RBLOCK": max(16, _next_power_of_2(n))}
+        return {"RBLOCK": self.loop_row_block, "looped": 1}
+
+    def grid(self, program: KernelProgram, blocks: dict[str, int]) -> list[str]:
+        """The launch grid as dim expressions over the domain sizes d0, d1, ... (sdc.dialect.symexpr)."""
+        dims = [f"d{i}" for i in range(len(program.domain))]
+        if program.template == ELEMENTWISE:
+            numel = " * ".join(dims) or "1"
+            return [f"({numel} + {blocks['BLOCK'] - 1}) // {blocks['BLOCK']}"]
+        return [" * ".join(dims[:-1]) or "1"]
+
+    def render(self, program: KernelProgram, entry: str, blocks: dict[str, int]) -> str:
+        self.helpers = set()
+        body = (self._elementwise(program) if program.template == ELEMENTWISE
+                else self._row(program, looped=bool(blocks.get("looped"))))
+        rank = len(program.domain)
+        params = []
+        for prefix, tensors in (("a", program.args), ("o", [r for r, _ in program.results])):
+            for i, _ in enumerate(tensors):
+                params += [f"{prefix}{i}"] + [f"{prefix}{i}_s{d}" for d in range(rank)]
+        params += [f"d{d}" for d in range(rank)]
+        params += [f"{'BLOCK' if program.template == ELEMENTWISE else 'RBLOCK'}: tl.constexpr"]
+        header = [f"# sdc generated kernel '{entry}' ({program.template}): " + ", ".join(program.ops), "#",
+                  *("# " + line for line in program.dump().splitlines()), "",
+                  "import triton", "import triton.language as tl", ""]
+        helpers = [_HELPERS[h] for h in sorted(self.helpers)]
+        signature = f"@triton.jit\ndef {entry}({', '.join(params)}):\n"
+        return "\n".join(header) + "\n" + "\n".join(helpers) + ("\n" if helpers else "") + signature + \
+            "\n".join("    " + line for line in body) + "\n"
+
+    # ------------------------------------------------------------ templates
+
+    def _index_type(self, program: KernelProgram) -> str:
+        numel = _static_numel(program.domain)
+        return ".to(tl.int64)" if numel is None or numel > self.int32_index_limit else ""
+
+    def _elementwise(self, p: KernelProgram) -> list[str]:
+        rank = len(p.domain)
+        lines = [f"pid = tl.program_id(0){self._index_type(p)}",
+                 "idx = pid * BLOCK + tl.arange(0, BLOCK)",
+                 f"mask = idx < {' * '.join(f'd{d}' for d in range(rank)) or '1'}"]
+        lines += _decompose("idx", rank)
+        names: dict[int, str] = {}
+        for n in p.nodes:
+            if n.op == "load":
+                arg = p.args[n.arg]
+                terms = [f"i{d} * a{n.arg}_s{d}" for d in arg.map if d is not None]
+                expr = (f"tl.load(a{n.arg} + {' + '.join(terms)}, mask=mask)" if terms else f"tl.load(a{n.arg})")
+                expr = self._widen(expr, n.dtype)
+            else:
+                expr = self.node(n, [names[a] for a in n.args])
+            names[n.id] = f"x{n.id}"
+            lines.append(f"x{n.id} = {expr}")
+        for i, (r, node) in enumerate(p.results):
+            terms = [f"i{d} * o{i}_s{d}" for d in r.map if d is not None] or ["idx * 0"]
+            lines.append(f"tl.store(o{i} + {' + '.join(terms)}, {self._narrow(names[node], r.dtype)}, mask=mask)")
+        return lines
+
+    def _row(self, p: KernelProgram, looped: bool) -> list[str]:
+        rank = len(p.domain)
+        last = rank - 1
+        lines = [f"row = tl.program_id(0){self._index_type(p)}"]
+        lines += _decompose("row", rank - 1)
+        lines.append(f"N = d{last}")
+        nodes = {n.id: n for n in p.nodes}
+        names = {n.id: f"x{n.id}" for n in p.nodes}
+
+        def base(prefix: str, i: int, m) -> str:
+            terms = [f"i{d} * {prefix}{i}_s{d}" for d in m if d is not None and d != last]
+            return " + ".join(terms) or "0"
+
+        def emit(n: Node, out: list[str], acc: dict[int, str] | None = None) -> None:
+            if n.op == "load":
+                arg = p.args[n.arg]
+                where = f"a{n.arg} + {base('a', n.arg, arg.map)}"
+                expr = (f"tl.load({where} + cols * a{n.arg}_s{last}, mask=mask, other=0)" if n.row
+                        else f"tl.load({where})")
+                out.append(f"x{n.id} = {self._widen(expr, n.dtype)}")
+            elif n.reduction:
+                x = names[n.args[0]]
+                masked = f"tl.where(mask, {x}, {self._identity(n)})"
+                if acc is None:
+                    out.append(f"x{n.id} = {self._reduce(n, masked)}")
+                else:
+                    combine = f"acc{n.id} + {masked}" if n.op == "sum" else f"tl.{_ELEMENT_COMBINE[n.op]}(acc{n.id}, {masked})"
+                    out.append(f"acc{n.id} = {combine}")
+            else:
+                out.append(f"x{n.id} = {self.node(n, [names[a] for a in n.args])}")
+
+        def stores(row_values: bool) -> list[str]:
+            out = []
+            for i, (r, node) in enumerate(p.results):
+                is_row = last in r.map
+                if is_row != row_values:
+                    continue
+                where = f"o{i} + {base('o', i, r.map)}"
+                value = self._narrow(names[node], r.dtype)
+                out.append(f"tl.store({where} + cols * o{i}_s{last}, {value}, mask=mask)" if is_row
+                           else f"tl.store({where}, {value})")
+            return out
+
+        if not looped:
+            lines += ["cols = tl.arange(0, RBLOCK)", "mask = cols < N"]
+            for n in p.nodes:
+                emit(n, lines)
+            return lines + stores(True) + stores(False)
+
+        # Looping: each stage of reductions (those that need only earlier stages' results) is one pass
+        # over the row, recomputing the row values it needs; a last pass computes and stores the row results.
+        stage = _stages(p.nodes)
+        done: set[int] = set()
+
+        def scalars_ready() -> None:
+            for n in p.nodes:
+                if n.id not in done and not n.row and not n.reduction and all(a in done for a in n.args):
+                    emit(n, lines)
+                    done.add(n.id)
+
+        def row_cone(targets: list[int]) -> list[Node]:
+            need: set[int] = set()
+            todo = list(targets)
+            while todo:
+                i = todo.pop()
+                if i in need or i in done:
+                    continue
+                need.add(i)
+                todo += [a for a in nodes[i].args if nodes[a].row or not (a in done)]
+            return [n for n in p.nodes if n.id in need]
+
+        for s in range(1, max(stage.values(), default=0) + 1):
+            scalars_ready()
+            reductions = [n for n in p.nodes if n.reduction and stage[n.id] == s]
+            for r in reductions:
+                lines.append(f"acc{r.id} = tl.full([RBLOCK], {self._identity(r)}, {_REGISTER[r.dtype]})")
+            lines += ["for start in range(0, N, RBLOCK):", "    cols = start + tl.arange(0, RBLOCK)",
+                      "    mask = cols < N"]
+            body: list[str] = []
+            for n in row_cone([r.id for r in reductions]):
+                emit(n, body, acc={} if n.reduction else None)
+            lines += ["    " + b for b in body]
+            for r in reductions:
+                lines.append(f"x{r.id} = {self._reduce(r, f'acc{r.id}')}")
+                done.add(r.id)
+        scalars_ready()
+        lines += stores(False)
+        row_results = [node for r, node in p.results if last in r.map]
+        if row_results:
+            lines += ["for start in range(0, N, RBLOCK):", "    cols = start + tl.arange(0, RBLOCK)",
+                      "    mask = cols < N"]
+            body = []
+            for n in row_cone(row_results):
+                emit(n, body)
+            lines += ["    " + b for b in body + stores(True)]
+        return lines
+
+    def _reduce(self, n: Node, block: str) -> str:
+        # tl.reduce with combine functions of this file, not tl.sum/tl.max: those are @triton.jit
+        # functions of triton's standard library, which the interpreter runs only when
+        # TRITON_INTERPRET=1 was set before triton was first imported in the process.
+        self.helpers.add(f"_{n.op}")
+        return f"tl.reduce({block}, 0, _{n.op})"
+
+    def _identity(self, n: Node) -> str:
+        return {"sum": "0.0", "max": '-float("inf")', "min": 'float("inf")'}[n.op]
+
+    def _widen(self, expr: str, dtype: str) -> str:
+        return f"{expr}.to(tl.float32)" if dtype in ("f16", "bf16") else expr
+
+    def _narrow(self, name: str, dtype: str) -> str:
+        return f"{name}.to({_STORAGE[dtype]})" if dtype in ("f16", "bf16") else name
+
+    # ------------------------------------------------------------ one method per primitive op
+
+    def node(self, n: Node, args: list[str]) -> str:
+        method = getattr(self, f"op_{n.op}", None)
+        if method is None:
+            raise ValueError(f"the Triton renderer has no method for '{n.op}'")
+        return method(n, *args)
+
+    def op_const(self, n: Node) -> str:
+        return literal(n.value)
+
+    def op_rowlen(self, n: Node) -> str:
+        return "(N * 1.0)"  # N may arrive as a constexpr (triton specializes sizes of 1)
+
+    def op_cast(self, n: Node, x: str) -> str:
+        to, src = n.dtype, n.attrs["from"]
+        if to == "i1":
+            return f"({x} != 0)"
+        if to in ("f16", "bf16"):
+            return f"{x}.to({_STORAGE[to]}).to(tl.float32)"
+        if _REGISTER[to] == _REGISTER.get(src):
+            return x
+        return f"{x}.to({_REGISTER[to]})"
+
+    def op_neg(self, n, x):
+        return f"(-{x})"
+
+    def op_abs(self, n, x):
+        return f"tl.abs({x})"
+
+    def op_sign(self, n, x):
+        one, zero = ("1.0", "0.0") if _is_float(n) else ("1", "0")
+        return f"tl.where({x} > 0, {one}, tl.where({x} < 0, -{one}, {zero}))"
+
+    def op_exp(self, n, x):
+        return f"tl.exp({x})"
+
+    def op_log(self, n, x):
+        return f"tl.log({x})"
+
+    def op_sqrt(self, n, x):
+        return f"tl.sqrt({x})"
+
+    def op_rsqrt(self, n, x):
+        return f"tl.rsqrt({x})"
+
+    def op_reciprocal(self, n, x):
+        return f"(1.0 / {x})"
+
+    def op_tanh(self, n, x):
+        self.helpers.add("_tanh")
+        return f"_tanh({x})"
+
+    def op_sigmoid(self, n, x):
+        return f"(1.0 / (1.0 + tl.exp(-{x})))"  # not tl.sigmoid: see _reduce
+
+    def op_erf(self, n, x):
+        return f"tl.erf({x})"
+
+    def op_sin(self, n, x):
+        return f"tl.sin({x})"
+
+    def op_cos(self, n, x):
+        return f"tl.cos({x})"
+
+    def op_floor(self, n, x):
+        return f"tl.floor({x})"
+
+    def op_ceil(self, n, x):
+        return f"tl.ceil({x})"
+
+    def op_relu(self, n, x):
+        return f"tl.where({x} < 0, {'0.0' if _is_float(n) else '0'}, {x})"  # NaN stays NaN, as in torch
+
+    def op_silu(self, n, x):
+        return f"({x} / (1.0 + tl.exp(-{x})))"
+
+    def op_softplus(self, n, x):
+        self.helpers.add("_softplus")
+        return f"_softplus({x})"
+
+    def op_softsign(self, n, x):
+        return f"({x} / (1.0 + tl.abs({x})))"
+
+    def op_mish(self, n, x):
+        self.helpers.update(("_tanh", "_softplus"))
+        return f"({x} * _tanh(_softplus({x})))"
+
+    def op_gelu(self, n, x):
+        if n.attrs.get("approximate") == "tanh":
+            self.helpers.add("_tanh")
+            return f"(0.5 * {x} * (1.0 + _tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x}))))"
+        return f"(0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476)))"
+
+    def op_leaky_relu(self, n, x):
+        return f"tl.where({x} > 0, {x}, {literal(n.attrs['alpha'])} * {x})"
+
+    def op_elu(self, n, x):
+        return f"tl.where({x} > 0, {x}, {literal(n.attrs['alpha'])} * (tl.exp({x}) - 1.0))"
+
+    def op_selu(self, n, x):
+        a, g = literal(n.attrs["alpha"]), literal(n.attrs["gamma"])
+        return f"({g} * tl.where({x} > 0, {x}, {a} * (tl.exp({x}) - 1.0)))"
+
+    def op_hard_sigmoid(self, n, x):
+        a, b = literal(n.attrs["alpha"]), literal(n.attrs["beta"])
+        return f"tl.minimum(tl.maximum({a} * {x} + {b}, 0.0), 1.0)"
+
+    def op_hard_swish(self, n, x):
+        return f"({x} * tl.minimum(tl.maximum({x} / 6.0 + 0.5, 0.0), 1.0))"
+
+    def op_clip(self, n, x):
+        lo, hi = float(n.attrs["min"]), float(n.attrs["max"])
+        out = x
+        if not math.isinf(lo):
+            out = f"tl.maximum({out}, {literal(lo)})"
+        if not math.isinf(hi):
+            out = f"tl.minimum({out}, {literal(hi)})"
+        return out
+
+    def op_not(self, n, x):
+        return f"({x} == 0)"
+
+    def op_bitwise_not(self, n, x):
+        return f"({x} == 0)" if n.dtype == "i1" else f"(~{x})"
+
+    def op_isnan(self, n, x):
+        return f"({x} != {x})"
+
+    def op_isinf(self, n, x):
+        return f'(tl.abs({x}) == float("inf"))'
+
+    def op_add(self, n, x, y):
+        return f"({x} + {y})"
+
+    def op_sub(self, n, x, y):
+        return f"({x} - {y})"
+
+    def op_mul(self, n, x, y):
+        return f"({x} * {y})"
+
+    def op_div(self, n, x, y):
+        return f"({x} / {y})"
+
+    def op_pow(self, n, x):
+        e = float(n.attrs["exponent"])
+        return {0.5: f"tl.sqrt({x})", 1.0: x, 2.0: f"({x} * {x})", 3.0: f"({x} * {x} * {x})",
+                -1.0: f"(1.0 / {x})"}[e]
+
+    def op_max(self, n, x, y):
+        return f"tl.maximum({x}, {y})"
+
+    def op_min(self, n, x, y):
+        return f"tl.minimum({x}, {y})"
+
+    def op_bitwise_and(self, n, x, y):
+        return f"({x} & {y})"
+
+    def op_bitwise_or(self, n, x, y):
+        return f"({x} | {y})"
+
+    def op_bitwise_xor(self, n, x, y):
+        return f"({x} ^ {y})"
+
+    op_and, op_or, op_xor = op_bitwise_and, op_bitwise_or, op_bitwise_xor
+
+    def op_eq(self, n, x, y):
+        return f"({x} == {y})"
+
+    def op_ne(self, n, x, y):
+        return f"({x} != {y})"
+
+    def op_lt(self, n, x, y):
+        return f"({x} < {y})"
+
+    def op_le(self, n, x, y):
+        return f"({x} <= {y})"
+
+    def op_gt(self, n, x, y):
+        return f"({x} > {y})"
+
+    def op_ge(self, n, x, y):
+        return f"({x} >= {y})"
+
+    def op_where(self, n, c, x, y):
+        return f"tl.where({c}, {x}, {y})"
+
+
+_ELEMENT_COMBINE = {"max": "maximum", "min": "minimum"}
+
+
+def _is_float(n: Node) -> bool:
+    return n.dtype in ("f16", "bf16", "f32", "f64")
+
+
+def _decompose(flat: str, rank: int) -> list[str]:
+    """`i0 .. i{rank-1}`: the row-major index of `flat` over the sizes d0 .. d{rank-1}."""
+    if rank == 0:
+        return []
+    if rank == 1:
+        return [f"i0 = {flat}"]
+    lines = [f"rem = {flat}"]
+    for d in range(rank - 1, 0, -1):
+        lines += [f"i{d} = rem % d{d}", f"rem = rem // d{d}"]
+    return lines + ["i0 = rem"]
+
+
+def _stages(nodes: list[Node]) -> dict[int, int]:
+    """Each node's reduction stage: a reduction is one more than the latest stage it depends on."""
+    stage: dict[int, int] = {}
+    for n in nodes:
+        before = max((stage[a] for a in n.args), default=0)
+        stage[n.id] = before + 1 if n.reduction else before
+    return stage
+
+
+def _static_numel(domain) -> int | None:
+    if any(d is None for d in domain):
+        return None
+    return math.prod(domain)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()

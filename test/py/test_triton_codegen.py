@@ -1,0 +1,278 @@
+"""Generated Triton kernels (sdc/codegen/triton, sdc/runtime/triton_launcher.py).
+
+On the CPU every kernel template runs under the Triton interpreter (TRITON_INTERPRET=1, set before
+any kernel source is executed: triton reads it when `@triton.jit` decorates) on small shapes with
+odd sizes (masks) and a dynamic batch, and is checked against the reference semantics
+(`sdc.interpret`) on fresh random inputs, per-dtype tolerances. The GPU test (marked, skipped
+without CUDA) runs the same end-to-end model on the device.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import sdc.runtime
+from sdc.codegen.triton import TritonRenderer
+from sdc.compiler import compile_module
+from sdc.diagnostics import SdcError
+from sdc.interpreter import interpret
+from sdc.ir_text import parse_module
+from sdc.options import CompileOptions
+
+TOLERANCE = {"f32": (1e-5, 1e-5), "f16": (5e-3, 5e-3), "bf16": (4e-2, 4e-2)}  # (rtol, atol)
+TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture
+def rng() -> torch.Generator:
+    return torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 31)))
+
+
+def compile_cuda(text: str, out: Path, params=None):
+    return compile_module(parse_module(text), params or {}, CompileOptions(target="cuda"), output=out)
+
+
+def launches(artifact: Path) -> list[dict]:
+    plan = json.loads((artifact / "plan.json").read_text())
+    return [s for s in plan["ranks"][0]["steps"] if s["kind"] == "launch"]
+
+
+def check(text: str, exe, inputs: list[torch.Tensor], dtype: str) -> None:
+    got = exe(*inputs)
+    want = interpret(text, inputs, as_torch=True)
+    rtol, atol = TOLERANCE[dtype]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g.float(), w.float(), rtol=rtol, atol=atol)
+
+
+def randn(shape, dtype: str, rng: torch.Generator) -> torch.Tensor:
+    return torch.randn(shape, generator=rng).mul(1.5).to(TORCH_DTYPE[dtype])
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+ELEMENTWISE = """
+func.func @main(%x: tensor<?x3x5xDT> {sdc.name = "x", sdc.dims = #sdc.dims<["B", 3, 5]>},
+                %y: tensor<5xDT> {sdc.name = "y"},
+                %z: tensor<?x1x5xDT> {sdc.name = "z", sdc.dims = #sdc.dims<["B", 1, 5]>})
+    -> (tensor<?x3x5xf32> {sdc.name = "out"}) {
+  %0 = "sdc.mul"(%x, %y) : (tensor<?x3x5xDT>, tensor<5xDT>) -> tensor<?x3x5xDT>
+  %1 = "sdc.add"(%0, %z) : (tensor<?x3x5xDT>, tensor<?x1x5xDT>) -> tensor<?x3x5xDT>
+  %2 = "sdc.gelu"(%1) {approximate = "tanh"} : (tensor<?x3x5xDT>) -> tensor<?x3x5xDT>
+  %3 = "sdc.gt"(%x, %y) : (tensor<?x3x5xDT>, tensor<5xDT>) -> tensor<?x3x5xi1>
+  %4 = "sdc.sigmoid"(%1) : (tensor<?x3x5xDT>) -> tensor<?x3x5xDT>
+  %5 = "sdc.where"(%3, %2, %4) : (tensor<?x3x5xi1>, tensor<?x3x5xDT>, tensor<?x3x5xDT>) -> tensor<?x3x5xDT>
+  %6 = "sdc.clip"(%5) {min = -0.5 : f64, max = 2.0 : f64} : (tensor<?x3x5xDT>) -> tensor<?x3x5xDT>
+  %7 = "sdc.tanh"(%6) : (tensor<?x3x5xDT>) -> tensor<?x3x5xDT>
+  %8 = "sdc.erf"(%7) : (tensor<?x3x5xDT>) -> tensor<?x3x5xDT>
+  %9 = "sdc.cast"(%8) {dtype = f32} : (tensor<?x3x5xDT>) -> tensor<?x3x5xf32>
+  return %9 : tensor<?x3x5xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_elementwise_group_broadcasts_over_a_dynamic_batch(dtype, tmp_path, rng):
+    text = ELEMENTWISE.replace("DT", dtype)
+    exe = compile_cuda(text, tmp_path / "ew.sdc")
+    for kernel in [s["kernel"] for s in launches(tmp_path / "ew.sdc")]:  # sdc-fuse makes two groups of it
+        assert kernel["backend"] == "triton" and kernel["template"] == "elementwise"
+        assert kernel["domain"] == [None, 3, 5] and kernel["grid"] == ["(d0 * d1 * d2 + 1023) // 1024"]
+        assert (tmp_path / "ew.sdc" / kernel["source"]).is_file()
+    for batch in (1, 7):  # 15 and 105 elements: masked tails
+        check(text, exe, [randn((batch, 3, 5), dtype, rng), randn((5,), dtype, rng),
+                          randn((batch, 1, 5), dtype, rng)], dtype)
+
+
+INTEGER = """
+func.func @main(%a: tensor<?x4xi32> {sdc.name = "a", sdc.dims = #sdc.dims<["B", 4]>}, %b: tensor<4xi32> {sdc.name = "b"})
+    -> (tensor<?x4xi1> {sdc.name = "out"}) {
+  %0 = "sdc.mul"(%a, %b) : (tensor<?x4xi32>, tensor<4xi32>) -> tensor<?x4xi32>
+  %1 = "sdc.sub"(%0, %a) : (tensor<?x4xi32>, tensor<?x4xi32>) -> tensor<?x4xi32>
+  %2 = "sdc.abs"(%1) : (tensor<?x4xi32>) -> tensor<?x4xi32>
+  %3 = "sdc.ge"(%2, %b) : (tensor<?x4xi32>, tensor<4xi32>) -> tensor<?x4xi1>
+  %4 = "sdc.not"(%3) : (tensor<?x4xi1>) -> tensor<?x4xi1>
+  return %4 : tensor<?x4xi1>
+}
+"""
+
+
+def test_integer_and_boolean_elementwise(tmp_path, rng):
+    exe = compile_cuda(INTEGER, tmp_path / "int.sdc")
+    assert [s["kernel"]["backend"] for s in launches(tmp_path / "int.sdc")] == ["triton"]
+    a = torch.randint(-9, 9, (3, 4), generator=rng, dtype=torch.int32)
+    b = torch.randint(-9, 9, (4,), generator=rng, dtype=torch.int32)
+    (got,) = exe(a, b)
+    (want,) = interpret(INTEGER, [a, b], as_torch=True)
+    assert torch.equal(got, want)
+
+
+# ---------------------------------------------------------------- row reductions
+
+
+ROWS = """
+func.func @main(%x: tensor<?xNxDT> {sdc.name = "x", sdc.dims = #sdc.dims<["B", N]>},
+                %g: tensor<NxDT> {sdc.name = "g"}, %b: tensor<NxDT> {sdc.name = "b"})
+    -> (tensor<?xNxDT>, tensor<?xNxDT>, tensor<?xNxDT>, tensor<?xNxDT>, tensor<?xNxDT>, tensor<?xDT>, tensor<?xDT>) {
+  %0 = "sdc.softmax"(%x) {axis = -1 : i64} : (tensor<?xNxDT>) -> tensor<?xNxDT>
+  %1 = "sdc.log_softmax"(%x) {axis = 1 : i64} : (tensor<?xNxDT>) -> tensor<?xNxDT>
+  %2 = "sdc.layer_norm"(%x, %g, %b) {axis = -1 : i64, epsilon = 1.0e-05 : f64} : (tensor<?xNxDT>, tensor<NxDT>, tensor<NxDT>) -> tensor<?xNxDT>
+  %3 = "sdc.rms_norm"(%x, %g) {axis = -1 : i64, epsilon = 1.0e-06 : f64} : (tensor<?xNxDT>, tensor<NxDT>) -> tensor<?xNxDT>
+  %4 = "sdc.reduce_mean"(%x) {axes = array<i64: 1>, keepdims = true} : (tensor<?xNxDT>) -> tensor<?x1xDT>
+  %5 = "sdc.sub"(%x, %4) : (tensor<?xNxDT>, tensor<?x1xDT>) -> tensor<?xNxDT>
+  %6 = "sdc.reduce_max"(%x) {axes = array<i64: -1>, keepdims = false} : (tensor<?xNxDT>) -> tensor<?xDT>
+  %7 = "sdc.mul"(%x, %x) : (tensor<?xNxDT>, tensor<?xNxDT>) -> tensor<?xNxDT>
+  %8 = "sdc.reduce_sum"(%7) {axes = array<i64: 1>, keepdims = false} : (tensor<?xNxDT>) -> tensor<?xDT>
+  return %0, %1, %2, %3, %5, %6, %8 : tensor<?xNxDT>, tensor<?xNxDT>, tensor<?xNxDT>, tensor<?xNxDT>, tensor<?xNxDT>, tensor<?xDT>, tensor<?xDT>
+}
+"""
+
+
+def rows_text(n: int | None, dtype: str) -> str:
+    size = "?" if n is None else str(n)
+    text = ROWS.replace("xNx", f"x{size}x").replace("<NxDT>", f"<{size}xDT>").replace("DT", dtype)
+    return text.replace('["B", N]', '["B", "N"]' if n is None else f'["B", {n}]')
+
+
+def check_rows(text: str, out: Path, n: int, dtype: str, rng, template: str) -> None:
+    exe = compile_cuda(text, out)
+    kernels = [s["kernel"] for s in launches(out)]
+    assert {k["backend"] for k in kernels} == {"triton"} and {k["template"] for k in kernels} == {template}
+    for batch in (1, 3):
+        check(text, exe, [randn((batch, n), dtype, rng), randn((n,), dtype, rng), randn((n,), dtype, rng)], dtype)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_row_reductions_in_one_pass(dtype, tmp_path, rng):
+    check_rows(rows_text(37, dtype), tmp_path / "rows.sdc", 37, dtype, rng, "row")
+
+
+def test_long_rows_loop_in_blocks(tmp_path, rng, monkeypatch):
+    monkeypatch.setattr(TritonRenderer, "max_row_block", 16)  # 37 no longer fits one block ...
+    monkeypatch.setattr(TritonRenderer, "loop_row_block", 16)  # ... and takes three, the last one masked
+    check_rows(rows_text(37, "f32"), tmp_path / "rows.sdc", 37, "f32", rng, "row_looped")
+
+
+def test_a_dynamic_row_length_loops(tmp_path, rng):
+    text = rows_text(None, "f32")
+    exe = compile_cuda(text, tmp_path / "dyn.sdc")
+    assert {s["kernel"]["template"] for s in launches(tmp_path / "dyn.sdc")} == {"row_looped"}
+    for n in (5, 70):
+        check(text, exe, [randn((2, n), "f32", rng), randn((n,), "f32", rng), randn((n,), "f32", rng)], "f32")
+
+
+# ---------------------------------------------------------------- a model end to end
+
+
+MODEL = """
+func.func @main(%x: tensor<?x24xf32> {sdc.name = "x", sdc.dims = #sdc.dims<["B", 24]>})
+    -> (tensor<?x10xf32> {sdc.name = "probs"}) {
+  %w1 = "sdc.parameter"() {name = "w1"} : () -> tensor<24x33xf32>
+  %b1 = "sdc.parameter"() {name = "b1"} : () -> tensor<33xf32>
+  %g = "sdc.parameter"() {name = "g"} : () -> tensor<33xf32>
+  %beta = "sdc.parameter"() {name = "beta"} : () -> tensor<33xf32>
+  %w2 = "sdc.parameter"() {name = "w2"} : () -> tensor<33x10xf32>
+  %half = "sdc.constant"() {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %0 = "sdc.matmul"(%x, %w1) : (tensor<?x24xf32>, tensor<24x33xf32>) -> tensor<?x33xf32>
+  %1 = "sdc.add"(%0, %b1) : (tensor<?x33xf32>, tensor<33xf32>) -> tensor<?x33xf32>
+  %2 = "sdc.layer_norm"(%1, %g, %beta) {axis = -1 : i64, epsilon = 1.0e-05 : f64} : (tensor<?x33xf32>, tensor<33xf32>, tensor<33xf32>) -> tensor<?x33xf32>
+  %3 = "sdc.silu"(%2) : (tensor<?x33xf32>) -> tensor<?x33xf32>
+  %4 = "sdc.mul"(%3, %half) : (tensor<?x33xf32>, tensor<f32>) -> tensor<?x33xf32>
+  %5 = "sdc.matmul"(%4, %w2) : (tensor<?x33xf32>, tensor<33x10xf32>) -> tensor<?x10xf32>
+  %6 = "sdc.softmax"(%5) {axis = -1 : i64} : (tensor<?x10xf32>) -> tensor<?x10xf32>
+  return %6 : tensor<?x10xf32>
+}
+"""
+
+
+def model_params(seed: int) -> dict[str, np.ndarray]:
+    r = np.random.default_rng(seed)
+    shapes = {"w1": (24, 33), "b1": (33,), "g": (33,), "beta": (33,), "w2": (33, 10)}
+    return {k: r.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+
+
+def model_numpy(x: np.ndarray, p: dict[str, np.ndarray]) -> np.ndarray:
+    """An independent reference in float64."""
+    h = x.astype(np.float64) @ p["w1"] + p["b1"]
+    h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5) * p["g"] + p["beta"]
+    h = h / (1 + np.exp(-h)) * 0.5
+    z = h @ p["w2"]
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.fixture
+def model(tmp_path):
+    params = model_params(int(np.random.default_rng().integers(1 << 31)))
+    out = tmp_path / "model.sdc"
+    return compile_cuda(MODEL, out, params), out, params
+
+
+def test_model_for_cuda_runs_its_kernels_under_the_interpreter(model):
+    exe, out, params = model
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["target"] == "cuda"
+    kernel_files = sorted(p for p in manifest["files"] if p.startswith("kernels/"))
+    backends = [s["kernel"]["backend"] for s in launches(out)]
+    assert backends.count("triton") >= 2 and "reference" in backends  # the matmul groups keep the reference
+    assert kernel_files == sorted(s["kernel"]["source"] for s in launches(out) if s["kernel"]["backend"] == "triton")
+    assert all(s["kernel"]["why_reference"] for s in launches(out) if s["kernel"]["backend"] == "reference")
+    for batch in (1, 5):
+        x = np.random.default_rng().standard_normal((batch, 24)).astype(np.float32)
+        (got,) = exe(x)
+        np.testing.assert_allclose(got, model_numpy(x, params), rtol=1e-4, atol=1e-5)
+        (want,) = interpret(MODEL, [x], params)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_triton_kernels_on_the_cpu_need_the_interpreter(model, monkeypatch):
+    _, out, _ = model
+    monkeypatch.delenv("TRITON_INTERPRET")
+    with pytest.raises(SdcError, match=r"\(launch k\d+\) is a generated Triton kernel: on the CPU those run only "
+                                       r"under the Triton interpreter \(TRITON_INTERPRET=1\)"):
+        sdc.runtime.load(out)
+
+
+def test_a_changed_kernel_file_is_refused(model):
+    _, out, _ = model
+    source = next(s["kernel"]["source"] for s in launches(out) if s["kernel"]["backend"] == "triton")
+    path = out / source
+    path.write_text(path.read_text().replace("tl.store(", "tl.atomic_add(", 1))
+    with pytest.raises(SdcError, match=rf"{source}: does not match its SHA-256 in manifest.json"):
+        sdc.runtime.load(out)
+
+
+def test_the_kernel_header_dumps_its_kernel_ir(model):
+    _, out, _ = model
+    sources = [(out / s["kernel"]["source"]).read_text() for s in launches(out) if s["kernel"]["backend"] == "triton"]
+    assert any("# template row, domain [None, 33]" in s and "(per row)" in s for s in sources)
+    assert all("@triton.jit" in s for s in sources)
+
+
+# ---------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_model_runs_on_cuda(model, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET")  # compiled for the device, not interpreted
+    _, out, params = model
+    exe = sdc.runtime.load(out, device="cuda")
+    for batch in (1, 64, 1000):
+        x = np.random.default_rng().standard_normal((batch, 24)).astype(np.float32)
+        (got,) = exe(torch.from_numpy(x).cuda())
+        assert got.is_cuda
+        np.testing.assert_allclose(got.cpu().numpy(), model_numpy(x, params), rtol=1e-3, atol=1e-4)  # tf32 matmuls
