@@ -65,8 +65,11 @@ print(json.dumps({"median_ms": 1e3 * statistics.median(times), "prepare_s": prep
 
 
 def measure(engine: str, path: Path, runs: int, threads: int) -> dict:
+    # Idle OpenMP threads that spin-wait steal the cores from the other engine and from other work on a
+    # shared machine (the 2-thread ratios swung 0.9x-40x with the load): passive, unless set already.
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     proc = subprocess.run([sys.executable, "-c", CHILD, engine, str(path), str(runs), str(threads)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
     return json.loads(proc.stdout.strip().splitlines()[-1])

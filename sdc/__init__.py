@@ -5,6 +5,9 @@ Public entry points (imported lazily so that `import sdc` and `sdc.runtime` stay
 - `sdc.runtime.load(path)`: load a compiled artifact (no MLIR needed).
 - `sdc.interpret(module_or_text, inputs)`: run IR by reference semantics.
 - `sdc.shard(tensor, *dims)`: annotate a tensor's sharding over the device mesh (see docs/distributed.md).
+- `sdc.custom_op(name, shape=..., reference=...)`: register a user op (see docs/custom-ops.md).
+- `sdc.compile_train(model, batch, loss=..., optimizer=sdc.optim.AdamW(...))`, `sdc.load_train(dir)`:
+  a compiled training step and its checkpoints (see docs/training.md).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ def compile(model, example_args=None, *, dynamic_shapes=None, options=None, outp
     which overrides that field of `options`.
     `output`: the artifact directory (default: a temporary one, alive as long as the executable).
     `progress`: called with a line of text as each stage starts.
+    `device`: where the executable runs (default: the target's device when this machine has one).
     `example_args`: a torch module's example inputs; `dynamic_shapes`: torch.export's, naming the
     dims that vary (`({0: Dim("batch", max=64)},)`): they become symbolic dims with run-time guards.
 
@@ -59,9 +63,34 @@ def shard(tensor, *dims, partial=()):
     return _shard(tensor, *dims, partial=partial)
 
 
+def custom_op(name, shape, reference=None, *, triton=None, derivative=None, array_api="torch", replace=False):
+    """Register a custom op once, for the torch and ONNX frontends and the runtime (sdc.custom_ops,
+    docs/custom-ops.md); usable as a decorator of the reference implementation."""
+    from sdc.custom_ops import custom_op as _custom_op
+
+    return _custom_op(name, shape, reference, triton=triton, derivative=derivative, array_api=array_api,
+                      replace=replace)
+
+
+def compile_train(model, example_batch, *, loss, optimizer, output=None, device=None, **fields):
+    """Compile a training step (forward, loss, backward, optimizer update) of a torch module; returns a
+    `sdc.train.TrainStep` (docs/training.md)."""
+    from sdc.train import compile_train as _compile_train
+
+    return _compile_train(model, example_batch, loss=loss, optimizer=optimizer, output=output, device=device,
+                          **fields)
+
+
+def load_train(directory, device=None):
+    """Load a training checkpoint written by `TrainStep.save` and continue from it (sdc.train)."""
+    from sdc.train import load_train as _load_train
+
+    return _load_train(directory, device=device)
+
+
 def __getattr__(name: str):
-    if name == "runtime":
+    if name in ("runtime", "optim"):
         import importlib
 
-        return importlib.import_module("sdc.runtime")
+        return importlib.import_module(f"sdc.{name}")
     raise AttributeError(f"module 'sdc' has no attribute '{name}'")

@@ -29,9 +29,9 @@ def check_compilable(options: CompileOptions) -> None:
     """SdcError unless sdc can compile what `options` ask for today (the target, its precision)."""
     target = get_target(options.target)
     target.check_supported()
-    if options.precision != target.default_precision:
-        raise SdcError(f"precision '{options.precision}' is not supported yet on target '{target.name}': "
-                       f"it computes in {target.default_precision}")
+    if options.precision not in target.precisions:
+        raise SdcError(f"precision '{options.precision}' is not supported on target '{target.name}' (it runs "
+                       f"{', '.join(target.precisions)}): {target.precision_not_yet}")
 
 
 # ---------------------------------------------------------------- passes
@@ -126,12 +126,13 @@ def build_artifact(module, params: Mapping[str, Any] | None, output: str | os.Pa
 
 def compile_module(module, params: Mapping[str, Any] | None = None, options: CompileOptions | None = None, *,
                    output: str | os.PathLike | None = None, provenance: Mapping[str, Any] | None = None,
-                   progress: Progress | None = None):
+                   progress: Progress | None = None, device: str | None = None):
     """Compile an sdc module (changed in place by the passes) with its parameter values; load the result.
 
     With `output=None` the artifact goes to a temporary directory that lives as long as the
     returned executable. Under torchrun only rank 0 writes `output` (the others compile the same
-    program into a temporary directory).
+    program into a temporary directory). `device`: where the executable runs (default: the
+    target's device when this machine has one, see `default_device`).
     """
     from sdc.runtime import load
     from sdc.runtime.distributed import launch_env
@@ -142,12 +143,12 @@ def compile_module(module, params: Mapping[str, Any] | None = None, options: Com
         output = None
     if output is not None:
         return _load_compiled(load, build_artifact(module, params, output, options, provenance=provenance,
-                                                   progress=progress), env)
+                                                   progress=progress), env, device or default_device(options))
     tmp = tempfile.TemporaryDirectory(prefix="sdc-")
     try:
         path = build_artifact(module, params, Path(tmp.name) / "model.sdc", options, provenance=provenance,
                               progress=progress)
-        exe = _load_compiled(load, path, env)
+        exe = _load_compiled(load, path, env, device or default_device(options))
     except BaseException:
         tmp.cleanup()
         raise
@@ -155,7 +156,19 @@ def compile_module(module, params: Mapping[str, Any] | None = None, options: Com
     return exe
 
 
-def _load_compiled(load, path: Path, env):
+def default_device(options: CompileOptions) -> str:
+    """Where a freshly compiled executable runs: the target's device if this machine has it, else the
+    CPU (where a cuda artifact's reference kernels run as torch CPU ops, and its Triton kernels under
+    TRITON_INTERPRET=1)."""
+    device = get_target(options.target).device
+    if device == "cuda":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def _load_compiled(load, path: Path, env, device: str):
     """Load a fresh artifact; one for several devices only under a launcher (torchrun)."""
     if env is None:
         from sdc.runtime.artifact import read_artifact
@@ -166,7 +179,7 @@ def _load_compiled(load, path: Path, env):
             raise SdcError(f"the program is compiled for {artifact.world_size} devices (mesh {mesh}): run it under "
                            f"torchrun --nproc-per-node={artifact.world_size}, or write it with output= and run "
                            "sdc.runtime.distributed.simulate on it")
-    return load(path)
+    return load(path, device=device)
 
 
 # ---------------------------------------------------------------- models
@@ -174,7 +187,7 @@ def _load_compiled(load, path: Path, env):
 
 def compile(model: Any, example_args: Sequence[Any] | None = None, *, dynamic_shapes: Any = None,
             options: CompileOptions | None = None, output: str | os.PathLike | None = None,
-            progress: Progress | None = None, **fields: Any):
+            progress: Progress | None = None, device: str | None = None, **fields: Any):
     """Compile a model into an artifact and load it; returns the `sdc.runtime.Executable`.
 
     `model`: an ONNX model (path or `onnx.ModelProto`), or an `.mlir` file without parameters.
@@ -182,6 +195,8 @@ def compile(model: Any, example_args: Sequence[Any] | None = None, *, dynamic_sh
     (`target="cpu"`, `mesh="dp=2,tp=2"`, ...), which overrides that field of `options`.
     `output`: the artifact directory (default: a temporary one, alive as long as the executable).
     `progress`: called with a line of text as each stage starts.
+    `device`: where the executable runs ("cpu", "cuda", "cuda:1"); default: the target's device
+    (cuda for target cuda) when this machine has one, else the CPU.
     `example_args`: for a torch.nn.Module, the example inputs torch.export traces it with;
     `dynamic_shapes`: torch.export's, naming the dims that vary (`{0: Dim("batch", max=64)}`), which
     become sdc's symbolic dims and guards (docs/torch.md). An ExportedProgram needs neither.
@@ -199,7 +214,8 @@ def compile(model: Any, example_args: Sequence[Any] | None = None, *, dynamic_sh
     module, params, provenance = import_model(model, input_shapes=options.input_shapes_dict(),
                                               mesh=options.mesh_dict(), example_args=example_args,
                                               dynamic_shapes=dynamic_shapes)
-    exe = compile_module(module, params, options, output=output, provenance=provenance, progress=progress)
+    exe = compile_module(module, params, options, output=output, provenance=provenance, progress=progress,
+                         device=device)
     exe = adapt_executable(model, exe, example_args=example_args)  # a JAX function's takes and returns pytrees
     if progress:
         progress(f"compiled in {time.perf_counter() - started:.1f} s")

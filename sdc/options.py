@@ -29,6 +29,8 @@ from sdc.limits import MAX_DIM, MAX_WORLD_SIZE
 from sdc.target import DEFAULT_TARGET, TARGETS, get_target
 
 PRECISIONS = ("f32", "tf32", "bf16", "f16")
+PRECISION_ALIASES = {"fp32": "f32", "fp16": "f16", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+"""Other spellings users give (`--precision fp16`), kept as the canonical name."""
 EXPLAIN = ("layout", "sharding")
 
 # The canonical forms the fields hold after construction (each is hashable).
@@ -67,8 +69,9 @@ class CompileOptions:
         "mesh. Kept sorted by name."))
     precision: str | None = field(default=None, metadata=_doc(
         f"the dtype floating-point math computes in ({', '.join(PRECISIONS)}); None: the target's "
-        "default_precision (the field then holds that name). Today every target computes in its "
-        "default."))
+        "default_precision (the field then holds that name). fp32/fp16 are accepted for f32/f16. bf16 "
+        "and f16 run the sdc-mixed-precision pass (softmax, norms and reductions stay f32); tf32 keeps "
+        "f32 dtypes and lets matmuls use TF32 tensor cores (docs/sdc-opt.md)."))
     dump_ir: str | None = field(default=None, metadata=_doc(
         "a directory for the IR after import and after each pass (00-input.mlir, NN-<pass>.mlir).",
         artifact=False))
@@ -84,6 +87,7 @@ class CompileOptions:
         set_(self, "input_shapes", _normalize_input_shapes(self.input_shapes))
         set_(self, "shardings", _normalize_shardings(self.shardings))
         precision = target.default_precision if self.precision is None else self.precision
+        precision = PRECISION_ALIASES.get(precision, precision) if isinstance(precision, str) else precision
         if precision not in PRECISIONS:
             raise SdcError(f"unknown precision {precision!r} (precisions: {', '.join(PRECISIONS)})")
         set_(self, "precision", precision)

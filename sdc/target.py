@@ -45,8 +45,12 @@ class Target:
     has_triton_backend  its kernels are generated as Triton source (False: the plan's kernel groups
                         run through their reference semantics, torch ops)
     default_precision   the dtype floating-point math computes in unless the options say otherwise
+    precisions          the precisions it compiles and runs (`--precision`); bf16/f16 run the
+                        sdc-mixed-precision pass
+    precision_not_yet   what the precisions it refuses wait for (shown in the refusal)
     supported           sdc can compile for it and its runtime can run the artifact, today
     not_yet             when not supported: what it waits for (shown in the refusal)
+    device              the torch device type its artifacts run on (`sdc.compile` loads there)
     """
 
     name: str
@@ -57,6 +61,9 @@ class Target:
     default_precision: str
     supported: bool
     not_yet: str = ""
+    device: str = "cpu"
+    precisions: tuple[str, ...] = ("f32",)
+    precision_not_yet: str = ""
 
     def check_supported(self) -> None:
         """SdcError unless sdc can compile for this target and run the result."""
@@ -79,9 +86,13 @@ _TARGETS: tuple[Target, ...] = (
         has_triton_backend=False,
         default_precision="f32",
         supported=True,
+        # torch runs every op family sdc lowers (matmul, convolution, elementwise) in bf16 and f16 on the CPU
+        precisions=("f32", "bf16", "f16"),
+        precision_not_yet="tf32 is a mode of NVIDIA tensor cores; the CPU computes f32 as f32",
     ),
     Target(
         name="cuda",
+        device="cuda",
         description="NVIDIA GPUs: generated Triton kernels (the rest as torch CUDA ops) and NCCL collectives",
         preferred_layouts=(
             LayoutPreference("convolution", "channels_last", 1.0,
@@ -91,6 +102,9 @@ _TARGETS: tuple[Target, ...] = (
         has_triton_backend=True,
         default_precision="f32",
         supported=True,
+        precisions=("f32", "bf16", "f16"),
+        precision_not_yet="tf32 waits for the runtime to switch torch's CUDA matmuls to TF32 when the module "
+                          "records sdc.precision = \"tf32\"",
     ),
 )
 

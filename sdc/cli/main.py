@@ -3,7 +3,7 @@
     sdc compile MODEL [-o OUT.sdc] [--target TARGET] [--input-shape NAME=DIMS|SYMBOL=LO..HI ...] [--dump-ir DIR]
                       [--params FILE] [--mesh dp=2,tp=2] [--explain layout|sharding]
     sdc run ARTIFACT [--input NAME=FILE.npy ...] [--output-dir DIR] [--dim NAME=SIZE ...] [--seed N]
-                     [--repeat N]
+                     [--repeat N] [--warmup N] [--profile] [--trace FILE]
     sdc inspect ARTIFACT
     sdc import MODEL [-o OUT.mlir] [--input-shape NAME=DIMS ...] [--params OUT.safetensors] [--mesh dp=2]
 
@@ -118,8 +118,8 @@ def compile_options(args) -> "CompileOptions":
         name, value = parse_input_shape(item)
         shapes[name] = value
     mesh = parse_mesh(args.mesh) if args.mesh else None
-    return CompileOptions(target=args.target, mesh=mesh, input_shapes=shapes, dump_ir=args.dump_ir,
-                          explain=args.explain)
+    return CompileOptions(target=args.target, mesh=mesh, input_shapes=shapes, precision=args.precision,
+                          dump_ir=args.dump_ir, explain=args.explain)
 
 
 def compile_command(args, out: TextIO) -> int:
@@ -204,7 +204,17 @@ def import_command(args, out: TextIO) -> int:
 # ---------------------------------------------------------------- sdc run
 
 
+def parse_count(text: str, option: str, minimum: int) -> int:
+    """A count option's value (--repeat, --warmup): an integer of at least `minimum`, else a usage error."""
+    value = text.strip()
+    if not value.isdigit() or int(value) < minimum:
+        raise UsageError(f"{option} expects an integer >= {minimum}, found '{text}'")
+    return int(value)
+
+
 def run_command(args, out: TextIO) -> int:
+    repeat = parse_count(args.repeat, "--repeat", 1)
+    warmup = parse_count(args.warmup, "--warmup", 0)
     files = dict(split_assignment(item, "--input", first=True) for item in args.input)
     dims: dict[str, int] = {}
     for item in args.dim:
@@ -217,11 +227,14 @@ def run_command(args, out: TextIO) -> int:
 
     from sdc.runtime import load
 
+    started = time.perf_counter()
     exe = load(args.artifact, device=args.device)
+    load_time = time.perf_counter() - started
     if exe.rank != 0:  # under torchrun every rank runs; rank 0 alone reports and writes the outputs
         import io
 
         out = io.StringIO()
+    out.write(f"loaded {args.artifact} in {format_seconds(load_time)} ({exe.kernel_count} kernels)\n")
     given = {name: read_npy(file, name) for name, file in files.items()}
     symbols = {s for t in exe.inputs for s in t.symbols}
     unknown = sorted(set(dims) - symbols)
@@ -245,27 +258,87 @@ def run_command(args, out: TextIO) -> int:
             out.write(f"input  {info.name}  {info.dtype}{shape}  random\n")
     if exe.device.type != "cpu":
         inputs = {name: t.to(exe.device) for name, t in inputs.items()}
-    times = []
-    outputs: list = []
-    for _ in range(max(1, args.repeat)):
-        started = time.perf_counter()
-        outputs = exe(**inputs)
-        if exe.device.type == "cuda":
-            torch.cuda.synchronize(exe.device)
-        times.append(time.perf_counter() - started)
+    profiler = None
+    if args.profile or args.trace:
+        from sdc.runtime.profile import Profiler
+
+        profiler = Profiler(rank=exe.rank)
+    times, outputs = timed_runs(exe, inputs, warmup, repeat, profiler)
     arrays = [(t.float() if t.dtype == torch.bfloat16 else t).cpu().numpy() for t in outputs]
     for info, array in zip(exe.outputs, arrays):
         out.write(f"output {info.name}  {info.dtype}{list(array.shape)}  {summarize(array)}\n")
     if args.output_dir:
         for path, array in zip(write_outputs(Path(args.output_dir), exe.outputs, arrays), arrays):
             out.write(f"wrote {path}\n")
+    warmed = f" after {warmup} warm-up run{'s' if warmup != 1 else ''}" if warmup else ""
     if len(times) == 1:
-        out.write(f"ran in {format_seconds(times[0])}\n")
+        out.write(f"ran in {format_seconds(times[0])}{warmed}\n")
     else:
-        times.sort()
-        out.write(f"ran {len(times)} times: median {format_seconds(times[len(times) // 2])}, "
-                  f"min {format_seconds(times[0])}\n")
+        out.write(f"ran {len(times)} times{warmed}: {format_statistics(times)}\n")
+    if profiler is not None:
+        write_profile(args, out, profiler)
     return 0
+
+
+def timed_runs(exe, inputs: dict, warmup: int, repeat: int, profiler) -> tuple[list[float], list]:
+    """`warmup` untimed calls, then `repeat` timed ones (profiled when `profiler` is set): the times
+    in seconds and the last call's outputs. A CUDA device is synchronized before each clock read."""
+    import torch
+
+    def sync() -> None:
+        if exe.device.type == "cuda":
+            torch.cuda.synchronize(exe.device)
+
+    outputs: list = []
+    for _ in range(warmup):
+        outputs = exe(**inputs)
+    sync()
+    exe.profiler = profiler
+    times = []
+    try:
+        for _ in range(repeat):
+            started = time.perf_counter()
+            outputs = exe(**inputs)
+            sync()
+            times.append(time.perf_counter() - started)
+    finally:
+        exe.profiler = None
+    return times, outputs
+
+
+def format_statistics(times: list[float]) -> str:
+    """mean, median, p90 (nearest rank), standard deviation (sample), min and max of run times."""
+    import math
+    import statistics
+
+    ordered = sorted(times)
+    p90 = ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+    return (f"mean {format_seconds(statistics.fmean(ordered))}, median {format_seconds(statistics.median(ordered))}, "
+            f"p90 {format_seconds(p90)}, stddev {format_seconds(statistics.stdev(ordered))}, "
+            f"min {format_seconds(ordered[0])}, max {format_seconds(ordered[-1])}")
+
+
+def write_profile(args, out: TextIO, profiler) -> None:
+    """--profile: the time per kernel group; --trace FILE (or, with --profile and --output-dir,
+    DIR/trace.json): the Chrome trace."""
+    from sdc.runtime.profile import format_profile
+
+    rows = profiler.summary()
+    if args.profile:
+        total = sum(r.total_s for r in rows) / max(profiler.runs, 1)
+        out.write(f"profile: {len(rows)} steps, {format_seconds(total)} per run in steps, "
+                  f"mean of {profiler.runs} run{'s' if profiler.runs != 1 else ''}\n")
+        out.write(format_profile(rows, profiler.runs))
+    path = Path(args.trace) if args.trace else Path(args.output_dir) / "trace.json" if args.output_dir else None
+    if path is None:
+        return
+    try:
+        if path.parent != Path(""):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        profiler.write_chrome_trace(path)
+    except OSError as e:
+        raise SdcError(f"cannot write the trace '{path}': {e.strerror}") from None
+    out.write(f"wrote trace {path} (Chrome trace format: open it in https://ui.perfetto.dev)\n")
 
 
 def symbol_sizes(exe, given: dict, chosen: dict[str, int]) -> dict[str, int]:
@@ -412,6 +485,9 @@ def inspect_command(args, out: TextIO) -> int:
         total = sum(w.nbytes for w in weights.values())
         out.write(f"  rank {r['rank']}: {len(r['steps'])} steps, {kernels} kernels, {ops} ops, "
                   f"{len(weights)} weights ({format_bytes(total)})\n")
+        from sdc.codegen.memory import arena_summary
+
+        out.write(f"    memory plan: arena {arena_summary(r.get('arena'))}\n")
     from sdc.cli.layout_report import format_layout_report, layout_report
 
     out.write("layout and fusion\n")
@@ -479,6 +555,9 @@ def make_parser() -> ArgumentParser:
     c.add_argument("--mesh", metavar="AXIS=N,...",
                    help="compile for a device mesh of named axes, e.g. dp=2,tp=2: one process per device "
                         "(run it with torchrun --nproc-per-node=4 --no-python sdc run ...)")
+    c.add_argument("--precision", default=None, metavar="PRECISION",
+                   help="the dtype floating-point math computes in: f32 (fp32), tf32, bf16, f16 (fp16); "
+                        "bf16/f16 keep softmax, norms and reductions in f32 (default: the target's, f32)")
     c.add_argument("--explain", choices=["layout", "sharding"],
                    help="after compiling, report on the result: 'layout' lists the layout casts left and why, "
                         "the kernel groups, and the memory traffic before and after fusion; 'sharding' lists "
@@ -508,7 +587,15 @@ def make_parser() -> ArgumentParser:
                    help=f"size of a symbolic dim for random inputs (default {DEFAULT_BATCH_SIZE} for batch-like "
                         f"names, {DEFAULT_DIM_SIZE} otherwise)")
     r.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    r.add_argument("--repeat", type=int, default=1, help="run N times and report the median time")
+    r.add_argument("--repeat", default="1", metavar="N",
+                   help="time N runs and report mean, median, p90, stddev, min and max (default 1)")
+    r.add_argument("--warmup", default="0", metavar="N",
+                   help="run N times first, untimed (default 0: the first call includes one-time set-up)")
+    r.add_argument("--profile", action="store_true",
+                   help="time each kernel group (launch step) and collective of the timed runs and print them, "
+                        "slowest first; with --output-dir also writes DIR/trace.json")
+    r.add_argument("--trace", metavar="FILE",
+                   help="write a Chrome trace (JSON; Perfetto, chrome://tracing) of the timed runs' steps to FILE")
     r.add_argument("--device", default=None, metavar="cpu|cuda",
                    help="where the ops run (default cpu; cuda: the process's GPU, cuda:LOCAL_RANK under torchrun)")
     r.add_argument("--debug", action="store_true", help="show Python tracebacks")

@@ -28,8 +28,8 @@ import torch
 from sdc import dtypes
 from sdc.diagnostics import SdcError
 from sdc.dialect.attrs import AttrError
-from sdc.dialect.ir import (arg_dims, arg_names, entry_function, module_mesh, op_location, read_attrs, result_dims,
-                            result_names, tensor_spec)
+from sdc.dialect.ir import (ARG_ATTRS, arg_dims, arg_names, attr_dicts, entry_function, module_mesh, op_location,
+                            read_attrs, result_dims, result_names, tensor_spec)
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import TensorSpec, is_static
 from sdc.mlir import ir
@@ -37,6 +37,7 @@ from sdc.runtime.format import (COLLECTIVE, COMPUTE_STREAM, FREE, KERNELS_DIR, L
                                weights_file)
 from sdc.runtime.reference_kernels import FRESH_RESULT, IN_PLACE_OPS
 from sdc.target import DEFAULT_TARGET, get_target
+from sdc.transforms.optimizer_step import STATE_ATTR
 
 UNKNOWN = "?"
 
@@ -52,12 +53,15 @@ class RankPlan:
     coords: dict[str, int] | None = None  # the rank's position on the mesh (partitioned programs)
     streams: list[str] = field(default_factory=lambda: [COMPUTE_STREAM])
     kernel_sources: dict[str, str] = field(default_factory=dict)  # generated kernels: artifact path -> source
+    arena: dict | None = None  # the memory plan (sdc/codegen/memory.py), or None when nothing is planned
 
     def to_json(self) -> dict:
         out = {"rank": self.rank, "weights": weights_file(self.rank), "streams": self.streams,
                "values": self.values, "inputs": self.inputs, "outputs": self.outputs, "steps": self.steps}
         if self.coords is not None:
             out["coords"] = self.coords
+        if self.arena is not None:
+            out["arena"] = self.arena
         return out
 
     def launches(self) -> list[dict]:
@@ -74,6 +78,7 @@ class Plan:
     guards: list[dict]  # {"condition", "message"}
     ranks: list[RankPlan]
     shardings: dict | None = None  # how each input and output is split (partitioned programs)
+    state: list[dict] = field(default_factory=list)  # the manifest's entry.state (see state_table)
 
     def kernel_files(self) -> dict[str, str]:
         """The generated kernel sources of every rank, by their path in the artifact (`kernels/...`)."""
@@ -99,14 +104,25 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = DE
         raise SdcError(f"the module's mesh {mesh} has {world_size} devices but the program is not partitioned: "
                        "run sdc-sharding-propagation and sdc-spmd-partition first (sdc compile --mesh does)")
     if mesh and "sdc.partitioned" in module_op.attributes:
+        if any(STATE_ATTR in d for d in attr_dicts(entry_function(module_op), ARG_ATTRS)):
+            raise SdcError("a program with state (a training step) cannot be partitioned over a mesh yet")
         return _build_ranks(module_op, params or {}, target, mesh)
     with module_op.context:
-        builder = _RankBuilder(0, params or {}, reference_kernels=not get_target(target).has_triton_backend)
+        builder = _RankBuilder(0, params or {}, reference_kernels=not get_target(target).has_triton_backend,
+                               precision=_module_precision(module_op))
         entry = entry_function(module_op)
         inputs, outputs = builder.walk(entry)
         guards = entry_guards(entry)
+        state = state_table(entry, inputs, outputs, params or {}, builder.plan.weights)
     return Plan(target=target, mesh=mesh, world_size=world_size, inputs=inputs, outputs=outputs, guards=guards,
-                ranks=[builder.plan])
+                ranks=[builder.plan], state=state)
+
+
+def _module_precision(module_op) -> str:
+    """The precision sdc-mixed-precision recorded on the module (`sdc.precision`), else f32."""
+    if "sdc.precision" not in module_op.attributes:
+        return "f32"
+    return ir.StringAttr(module_op.attributes["sdc.precision"]).value
 
 
 def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: dict[str, int]) -> Plan:
@@ -119,7 +135,8 @@ def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: d
     with module_op.context:
         entry = entry_function(module_op)
         for rank in range(mesh.world_size):
-            builder = _RankBuilder(rank, params, reference_kernels=not get_target(target).has_triton_backend)
+            builder = _RankBuilder(rank, params, reference_kernels=not get_target(target).has_triton_backend,
+                                   precision=_module_precision(module_op))
             builder.mesh = mesh
             inputs, outputs = builder.walk(entry)
             R.name_blocks(builder.plan)
@@ -142,10 +159,11 @@ class _RankBuilder:
     weights alone evaluated now) and the work steps; `finish` then adds what needs the whole program
     (reference kernel choices, in-place flags, free steps)."""
 
-    def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True):
+    def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True, precision: str = "f32"):
         self.plan = RankPlan(rank)
         self.params = params
         self.reference_kernels = reference_kernels  # the target runs the kernel groups by reference semantics
+        self.precision = precision  # the module's `sdc.precision` (tf32 lets generated f32 matmuls use tf32)
         self.ids: dict[Any, str] = {}  # ir.Value -> value id
         self.work: list[dict] = []  # launch and collective steps, in order (free steps go between them)
         self.param_errors: list[str] = []
@@ -227,6 +245,11 @@ class _RankBuilder:
             raise SdcError("the entry function has no func.return")
         outputs = self._outputs(fn, returned)
         self.finish()
+        from sdc.codegen.memory import plan_rank_memory  # the arena, symbols bounded by the guards
+
+        self.plan.arena = plan_rank_memory(
+            self.plan.values, self.plan.outputs, self.plan.steps, [g["condition"] for g in entry_guards(fn)],
+            direct_only=not self.reference_kernels)
         return inputs, outputs
 
     def _op(self, op) -> None:
@@ -443,7 +466,7 @@ class _RankBuilder:
             entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
             try:
                 generated = generate_kernel(ops, step["inputs"], step["outputs"], self.plan.values, entry,
-                                            self.weight_tensor)
+                                            self.weight_tensor, precision=self.precision)
             except LoweringError as e:
                 step["kernel"]["why_reference"] = str(e)
                 continue
@@ -683,6 +706,43 @@ def _collect_weights(value: Any, out: set[str]) -> None:
     elif isinstance(value, list):
         for v in value:
             _collect_weights(v, out)
+
+
+def state_table(fn, inputs: list[dict], outputs: list[dict], params: Mapping[str, Any],
+                weights: dict[str, torch.Tensor]) -> list[dict]:
+    """The entry's state: each input whose `sdc.state` attribute names the output that updates it.
+    Its initial value is `params[<input name>]`, stored in the weights file as `state/<name>`; the
+    runtime keeps it resident and rebinds it to that output after each call (docs/artifact.md)."""
+    out_index = {o["name"]: i for i, o in enumerate(outputs)}
+    table = []
+    for desc, attrs in zip(inputs, attr_dicts(fn, ARG_ATTRS)):
+        if STATE_ATTR not in attrs:
+            continue
+        name, output = desc["name"], ir.StringAttr(attrs[STATE_ATTR]).value
+        if output not in out_index:
+            raise SdcError(f"state input '{name}' is updated by output '{output}', which the entry function "
+                           "does not have")
+        updated = outputs[out_index[output]]
+        if (updated["dtype"], updated["shape"]) != (desc["dtype"], desc["shape"]):
+            raise SdcError(f"state input '{name}' is {desc['dtype']}{desc['shape']}, the output '{output}' that "
+                           f"updates it is {updated['dtype']}{updated['shape']}")
+        if not all(isinstance(d, int) for d in desc["shape"]):
+            raise SdcError(f"state input '{name}' has a dynamic shape {desc['shape']}: state must be static")
+        if name not in params:
+            raise SdcError(f"state input '{name}' has no initial value (give it in the parameters)")
+        value = params[name]
+        tensor = (value.detach().cpu() if isinstance(value, torch.Tensor)
+                  else torch.from_numpy(np.ascontiguousarray(np.asarray(value))))
+        if dtypes.from_torch(tensor.dtype) != desc["dtype"] or list(tensor.shape) != desc["shape"]:
+            raise SdcError(f"the initial value of state '{name}' is {dtypes.from_torch(tensor.dtype)}"
+                           f"{list(tensor.shape)}, the input is {desc['dtype']}{desc['shape']}")
+        weight = f"state/{name}"
+        if weight in weights:
+            raise SdcError(f"state '{name}': the weights file already holds a tensor named '{weight}'")
+        weights[weight] = tensor.contiguous()
+        table.append({"name": name, "input": name, "output": output, "dtype": desc["dtype"],
+                      "shape": list(desc["shape"]), "weight": weight})
+    return table
 
 
 def entry_guards(fn) -> list[dict]:

@@ -22,9 +22,10 @@ from sdc.diagnostics import SdcError, parse_location
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError, read_dims
 from sdc.dialect.opdef import OpDef
-from sdc.dialect.shapes import DYN, TensorSpec, is_static
+from sdc.dialect.shapes import DYN, ShapeError, TensorSpec, is_static
 from sdc.mlir import ir
 
+MAX_DIM = 1 << 62  # a tensor dim (MLIR keeps dims in int64; the dynamic marker is its minimum)
 ARG_ATTRS = "arg_attrs"
 RES_ATTRS = "res_attrs"
 
@@ -182,11 +183,16 @@ def op_attributes(op: Any) -> dict[str, ir.Attribute]:
     return {na.name: na.attr for na in named}
 
 
+SEGMENT_ATTRS = ("operandSegmentSizes", "resultSegmentSizes")
+
+
 def read_attrs(opdef: OpDef, op: Any) -> dict:
     """The op's attributes as plain values, defaults filled in. Raises AttrError."""
     present = op_attributes(op)
     values = {}
     for key in present:
+        if key in SEGMENT_ATTRS and (opdef.operand_slots or opdef.result_slots):
+            continue  # the sizes of an op's slot groups (OpDef.operand_slots): structure, not an attribute
         if key not in opdef.attrs and "." not in key:
             expected = ", ".join(f"'{k}'" for k in opdef.attrs) or "none"
             raise AttrError(f"has unknown attribute '{key}' (known: {expected})")
@@ -217,4 +223,7 @@ def tensor_type(spec: TensorSpec) -> ir.RankedTensorType:
     """The ranked tensor type of a TensorSpec (symbolic dims become `?`)."""
     dyn = ir.ShapedType.get_dynamic_size()
     shape = [d if is_static(d) else dyn for d in spec.shape]
+    for d in shape:
+        if d != dyn and not 0 <= d < MAX_DIM:  # what a model declares or a shape rule computes
+            raise ShapeError(f"a dim of {d} cannot be a tensor dim (sizes are 0 to 2^62)")
     return ir.RankedTensorType.get(shape, A.element_type(spec.dtype))

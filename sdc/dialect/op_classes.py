@@ -9,7 +9,7 @@ expected and what was found, at the op's location.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -73,6 +73,10 @@ def verify_op(op) -> str | None:
                 return f"expects at least {fixed + opdef.min_operands} operands, found {len(operands)}"
         elif len(operands) != n_decl:
             return f"expects {n_decl} operand{'s' if n_decl != 1 else ''}, found {len(operands)}"
+        if opdef.operand_slots and len(operands) > len(opdef.operands) - 1 + opdef.operand_slots:
+            return f"expects at most {len(opdef.operands) - 1 + opdef.operand_slots} operands, found {len(operands)}"
+        if opdef.result_slots and len(results) > len(opdef.results) - 1 + opdef.result_slots:
+            return f"expects at most {len(opdef.results) - 1 + opdef.result_slots} results, found {len(results)}"
         if not opdef.variadic_results and len(results) != len(opdef.results):
             n = len(opdef.results)
             return f"expects {n} result{'s' if n != 1 else ''}, found {len(results)}"
@@ -122,9 +126,15 @@ def _make_op_class(opdef: OpDef) -> type:
     annotations: dict[str, Any] = {}
     for i, name in enumerate(opdef.operands):
         last = i == len(opdef.operands) - 1
+        if last and opdef.operand_slots:
+            annotations.update({f"{name}{k}": Optional[ext.Operand[Any]] for k in range(opdef.operand_slots)})
+            continue
         annotations[name] = Sequence[ext.Operand[Any]] if (last and opdef.variadic_operand) else ext.Operand[Any]
     for i, name in enumerate(opdef.results):
         last = i == len(opdef.results) - 1
+        if last and opdef.result_slots:
+            annotations.update({f"{name}{k}": Optional[ext.Result[Any]] for k in range(opdef.result_slots)})
+            continue
         annotations[name] = Sequence[ext.Result[Any]] if (last and opdef.variadic_results) else ext.Result[Any]
     ns = {"__annotations__": annotations, "__doc__": opdef.doc, "_opdef": opdef, "__module__": __name__}
     traits = [ext.Pure] if opdef.pure else []
@@ -175,8 +185,26 @@ def create(name: str, operands: Sequence[ir.Value] = (), attrs: dict | None = No
         if specs is None:
             raise ValueError(f"sdc.{name} needs explicit result types")
         result_types = [tensor_type(s) for s in specs]
+    if opdef.operand_slots or opdef.result_slots:
+        mlir_attrs.update(_segment_sizes(opdef, len(operands), len(result_types)))
     return ir.Operation.create(f"sdc.{name}", results=list(result_types), operands=list(operands),
                                attributes=mlir_attrs, loc=loc)
+
+
+def _segment_sizes(opdef: OpDef, n_operands: int, n_results: int) -> dict[str, ir.Attribute]:
+    """`operandSegmentSizes` / `resultSegmentSizes` of an op with slot groups (OpDef.operand_slots):
+    the fixed operands, then the slots filled from the first."""
+    out = {}
+    for key, fixed, slots, n, what in (
+            ("operandSegmentSizes", len(opdef.operands) - 1, opdef.operand_slots, n_operands, "operands"),
+            ("resultSegmentSizes", len(opdef.results) - 1, opdef.result_slots, n_results, "results")):
+        if not slots:
+            continue
+        used = n - fixed
+        if not 0 <= used <= slots:
+            raise ValueError(f"sdc.{opdef.name} takes {fixed} to {fixed + slots} {what}, found {n}")
+        out[key] = ir.DenseI32ArrayAttr.get([1] * fixed + [1] * used + [0] * (slots - used))
+    return out
 
 
 def _table_value(spec, value):

@@ -77,6 +77,11 @@ class RefEnv:
 
 ShapeRule = Callable[[ShapeContext, list[TensorSpec], dict], list[TensorSpec]]
 RefFn = Callable[..., Any]
+# The derivative rule (reverse mode): vjp(b, operands, results, attrs, cotangents) -> one cotangent
+# per operand (None: none flows there). `b` builds sdc ops (sdc/dialect/derivatives.py says what it
+# offers); values are opaque handles, so the op tables stay free of MLIR. Rules are attached in
+# sdc/dialect/derivatives.py; sdc-autodiff (sdc/transforms/autodiff.py) calls them.
+VjpRule = Callable[..., list]
 
 
 @dataclass
@@ -91,10 +96,16 @@ class OpDef:
     variadic_operand: bool = False  # the last operand takes any number of values
     min_operands: int = 0  # for a variadic operand group: the fewest values it takes
     variadic_results: bool = False  # the last result takes any number of values
+    # > 0: the variadic operand (result) group is this many optional slots in MLIR, sized by the
+    # `operandSegmentSizes` (`resultSegmentSizes`) attribute: IRDL binds every member of one variadic
+    # group to one type, while each slot has a type of its own (sdc.custom's operands differ).
+    operand_slots: int = 0
+    result_slots: int = 0
     pure: bool = True
     family: str = ""
     doc: str = ""
     example: str = ""
+    vjp: VjpRule | None = None  # the derivative rule; None: a gradient cannot flow through the op
 
     @property
     def full_name(self) -> str:

@@ -223,7 +223,10 @@ class Builder:
             return default
         if not v.is_const:
             raise CompileTimeValueError(f"{what} must be a compile-time constant")
-        return np.asarray(v.as_torch().float().numpy() if v.dtype == "bf16" else v.const).reshape(-1)[0].item()
+        values = np.asarray(v.as_torch().float().numpy() if v.dtype == "bf16" else v.const).reshape(-1)
+        if values.size != 1:
+            raise ShapeError(f"{what} must hold one value, found {values.size}")
+        return values[0].item()
 
     def int_scalar(self, v: V | None, what: str, default=None) -> int | None:
         value = self.scalar(v, what, default)

@@ -25,7 +25,7 @@ import onnx
 import sympy
 from onnx import numpy_helper
 
-from sdc import limits
+from sdc import custom_ops, limits
 from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
 from sdc.dialect.op_classes import new_context
@@ -33,7 +33,8 @@ from sdc.dialect.shapes import DYN, ShapeError
 from sdc.dialect.symexpr import SymExprError, to_text
 from sdc.frontend.base import Imported, InputShapes, mesh_dict
 from sdc.frontend.builder import Builder, CompileTimeValueError
-from sdc.frontend.onnx_common import DEFAULT_DOMAINS, ONNX_DTYPES, dtype_name, tensor_value
+from sdc.frontend.custom import emit_custom
+from sdc.frontend.onnx_common import DEFAULT_DOMAINS, ONNX_DTYPES, dtype_name, node_attrs, tensor_value
 from sdc.frontend.onnx_ops import NodeImporter
 from sdc.frontend.onnx_sharding import annotate, import_shard_node, is_shard_node, node_specs
 from sdc.frontend.values import V, is_int, symbol_name
@@ -239,8 +240,10 @@ class GraphIndex:
                 if name not in available and name not in produced_by:
                     problems.append(f"node '{self.node_names[i]}' ({node.op_type}) reads '{name}', which no node, "
                                     "input or initializer produces")
-        for out in self.outputs:
-            if out.name not in available and out.name not in produced_by:
+        for k, out in enumerate(self.outputs):
+            if not out.name:  # '' is "omitted" for node inputs, never a name a graph output can have
+                problems.append(f"graph output #{k} has an empty name")
+            elif out.name not in available and out.name not in produced_by:
                 problems.append(f"graph output '{out.name}' is produced by no node, input or initializer")
         if problems:
             raise SdcError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
@@ -304,6 +307,11 @@ def model_opset(model: onnx.ModelProto) -> int:
     return 1
 
 
+def custom_onnx_name(node: onnx.NodeProto) -> str:
+    """A custom-domain node's name in sdc.custom_op's registry: `domain::op_type`."""
+    return f"{node.domain}::{node.op_type}"
+
+
 def check_opset(model: onnx.ModelProto) -> int:
     """The model's default-domain opset, which must be one ONNX defines (every op's schema and
     every opset-dependent convention in the op methods is looked up by it)."""
@@ -322,7 +330,9 @@ def check_supported(model: onnx.ModelProto, index: GraphIndex) -> None:
         if is_shard_node(node):
             continue
         if node.domain not in DEFAULT_DOMAINS:
-            missing.append(f"{node.domain}.{node.op_type} (domain '{node.domain}', node '{index.node_names[i]}')")
+            if not custom_ops.is_registered(custom_onnx_name(node)):
+                missing.append(f"{node.domain}.{node.op_type} (domain '{node.domain}', node '{index.node_names[i]}'; "
+                               f"register it with sdc.custom_op('{custom_onnx_name(node)}', ...))")
         elif not NodeImporter.supports(node.op_type):
             missing.append(f"{node.op_type} (opset {opset}, node '{index.node_names[i]}')")
     if missing:
@@ -427,6 +437,8 @@ class _Importer:
                               for n, v in zip(node.input, inputs)]
                 if is_shard_node(node):
                     outs = import_shard_node(self.builder, node, inputs, label)
+                elif node.domain not in DEFAULT_DOMAINS:  # registered: check_supported said so
+                    outs = emit_custom(self.builder, custom_onnx_name(node), inputs, node_attrs(node))
                 else:
                     outs = importer.import_node(node, inputs)
                 if specs:
@@ -443,6 +455,10 @@ class _Importer:
             except MLIRError as e:
                 detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
                 raise SdcError(f"node '{label}' ({node.op_type}): {detail}") from None
+        named = [k for k, name in enumerate(node.output) if name]
+        if named and max(named) >= len(outs):  # e.g. a Split whose split sizes name fewer parts than outputs
+            raise SdcError(f"node '{label}' ({node.op_type}) has {len(node.output)} outputs but computes "
+                           f"{len(outs)}")
         for name, v in zip(node.output, outs):
             if name:
                 self.values[name] = v

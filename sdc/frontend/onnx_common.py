@@ -200,6 +200,15 @@ def check_node(node: onnx.NodeProto, opset: int, input_dtypes: list[str | None] 
         _check_input_types(node, schema, input_dtypes)
 
 
+def normalize_axis(axis: int, rank: int, what: str = "axis") -> int:
+    """`axis` (negative counts from the end) as an index into `rank` dims; ShapeError when it names no
+    dim, a rank-0 input included. Every op method reads its axes through this, so a model's
+    out-of-range axis is one clear error, never an IndexError or a modulo by zero."""
+    if not -rank <= axis < rank:
+        raise ShapeError(f"{what} {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
 def node_attrs(node: onnx.NodeProto) -> dict:
     """A node's attributes as Python values (strings decoded)."""
     out = {}

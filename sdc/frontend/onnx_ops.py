@@ -19,7 +19,7 @@ from sdc import dtypes, limits
 from sdc.dialect.shapes import DYN, ShapeError
 from sdc.frontend.builder import Builder, CompileTimeValueError, assume_le
 from sdc.frontend.onnx_common import (AXES_INPUT_SINCE, BINARY, INT64_MAX, ONNX_DTYPES, REDUCE, SYM_BINARY, UNARY,
-                                      VARIADIC, check_node, node_attrs, sym_eq, tensor_value)
+                                      VARIADIC, check_node, node_attrs, normalize_axis, sym_eq, tensor_value)
 from sdc.frontend.onnx_ops_indexing import IndexingOps
 from sdc.frontend.onnx_ops_nn import NNOps
 from sdc.frontend.values import V, const_value, is_int, sym_int, torch_value
@@ -159,6 +159,9 @@ class NodeImporter(IndexingOps, NNOps):
 
     def op_Range(self, node, inputs, attrs):
         start, limit, delta = inputs
+        for name, v in zip(("start", "limit", "delta"), inputs):
+            if v.rank > 1 or (v.rank == 1 and v.sym[0] != 1):
+                raise ShapeError(f"Range {name} must be a scalar, found shape {list(v.sym)}")
         if all(v.is_const for v in inputs):
             s0, l0, d0 = (v.as_torch().item() for v in inputs)
             n = limits.range_length(s0, l0, d0)
@@ -241,7 +244,7 @@ class NodeImporter(IndexingOps, NNOps):
         axes = self.axes_of(node, inputs, attrs, 1, 13)
         if x.is_symbolic:
             rank = x.rank + len(axes)
-            return const_value(np.expand_dims(self.b.sym_array(x), tuple(a % rank for a in axes)))
+            return const_value(np.expand_dims(self.b.sym_array(x), tuple(normalize_axis(a, rank, "axes") for a in axes)))
         return self.b.emit("unsqueeze", [x], axes=axes)
 
     def op_Concat(self, node, inputs, attrs):
@@ -345,7 +348,7 @@ class NodeImporter(IndexingOps, NNOps):
 
     def op_Split(self, node, inputs, attrs):
         x = inputs[0]
-        axis = attrs.get("axis", 0) % x.rank
+        axis = normalize_axis(attrs.get("axis", 0), x.rank)
         n_out = len(node.output)
         if self.opset >= 13 and len(inputs) > 1 and inputs[1] is not None:
             sizes = self.b.static_ints(inputs[1], "Split sizes")
@@ -397,7 +400,7 @@ class NodeImporter(IndexingOps, NNOps):
             pads = self.b.static_ints(inputs[1], "Pad pads")
             value = self.b.scalar(inputs[2] if len(inputs) > 2 else None, "Pad constant_value", 0)
             if len(inputs) > 3 and inputs[3] is not None:
-                axes = [a % x.rank for a in self.b.static_ints(inputs[3], "Pad axes")]
+                axes = [normalize_axis(a, x.rank, "axes") for a in self.b.static_ints(inputs[3], "Pad axes")]
                 full = [0] * (2 * x.rank)
                 for i, a in enumerate(axes):
                     full[a], full[x.rank + a] = pads[i], pads[len(axes) + i]
@@ -656,7 +659,7 @@ class NodeImporter(IndexingOps, NNOps):
             return self._layer_norm_with_statistics(node, inputs, attrs)
         x, scale = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
-        axis = attrs.get("axis", -1) % x.rank
+        axis = normalize_axis(attrs.get("axis", -1), x.rank)
         norm_shape = list(x.sym[axis:])
         if scale.rank != len(norm_shape):
             scale = self.b.broadcast(scale, norm_shape)
@@ -670,7 +673,7 @@ class NodeImporter(IndexingOps, NNOps):
         """LayerNormalization that also returns Mean and InvStdDev: spelled out in the stash type."""
         x, scale = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
-        axis = attrs.get("axis", -1) % x.rank
+        axis = normalize_axis(attrs.get("axis", -1), x.rank)
         stash = ONNX_DTYPES.get(attrs.get("stash_type", 1), "f32")
         axes = list(range(axis, x.rank))
         xs = self.b.cast(x, stash)
@@ -687,7 +690,7 @@ class NodeImporter(IndexingOps, NNOps):
 
     def op_RMSNormalization(self, node, inputs, attrs):
         x, scale = inputs[0], inputs[1]
-        axis = attrs.get("axis", -1) % x.rank
+        axis = normalize_axis(attrs.get("axis", -1), x.rank)
         norm_shape = list(x.sym[axis:])
         if scale.rank != len(norm_shape):
             scale = self.b.broadcast(scale, norm_shape)
@@ -701,7 +704,7 @@ class NodeImporter(IndexingOps, NNOps):
         x = inputs[0]
         if self.opset >= 13:
             return self.b.emit(name, [x], axis=attrs.get("axis", -1))
-        axis = attrs.get("axis", 1) % x.rank
+        axis = normalize_axis(attrs.get("axis", 1), x.rank)
         if axis == x.rank - 1:
             return self.b.emit(name, [x], axis=-1)
         # Before opset 13 softmax coerces the input to 2-D at `axis`.

@@ -16,7 +16,7 @@ import numpy as np
 import sympy
 
 from sdc.dialect.shapes import DYN, ShapeError
-from sdc.frontend.onnx_common import onnx_dtype
+from sdc.frontend.onnx_common import normalize_axis, onnx_dtype
 from sdc.frontend.values import V, is_int, sym_int
 
 
@@ -88,7 +88,7 @@ class IndexingOps:
             x = self.b.reshape(x, [-1] if DYN in x.sym else [_prod(x.sym)])
             axis = 0
         else:
-            axis = attrs["axis"] % x.rank
+            axis = normalize_axis(attrs["axis"], x.rank)
         size = x.sym[axis]
         if is_int(size) and keep.size and keep[-1] >= size:
             raise ShapeError(f"Compress's condition selects index {keep[-1]}, beyond dim {axis} of size {size}")
@@ -158,7 +158,7 @@ class IndexingOps:
         indices, depth_v, values = inputs
         depth = self.b.int_scalar(depth_v, "OneHot's depth")
         rank = indices.rank + 1
-        axis = attrs.get("axis", -1) % rank
+        axis = normalize_axis(attrs.get("axis", -1), rank)
         idx = self.b.cast(indices, "i64")
         depth_c = self.b.const(np.array(depth, np.int64))
         idx = self.b.emit("where", [self.b.emit("lt", [idx, self.b.const(np.array(0, np.int64))]),
@@ -186,9 +186,9 @@ class IndexingOps:
     def op_Hardmax(self, node, inputs, attrs):
         x = inputs[0]
         if self.opset >= 13:
-            return self._hardmax(x, attrs.get("axis", -1) % x.rank)
+            return self._hardmax(x, normalize_axis(attrs.get("axis", -1), x.rank))
         # Before opset 13, Hardmax coerces the input to 2-D at `axis`.
-        axis = attrs.get("axis", 1) % x.rank
+        axis = normalize_axis(attrs.get("axis", 1), x.rank)
         flat = self.b.reshape(x, [_prod(x.sym[:axis]), _prod(x.sym[axis:])])
         return self.b.reshape(self._hardmax(flat, 1), list(x.sym))
 
@@ -201,7 +201,7 @@ class IndexingOps:
     def op_CenterCropPad(self, node, inputs, attrs):
         x = inputs[0]
         target = self.b.static_ints(inputs[1], "CenterCropPad's shape")
-        axes = [a % x.rank for a in attrs.get("axes", range(x.rank))]
+        axes = [normalize_axis(a, x.rank, "axes") for a in attrs.get("axes", range(x.rank))]
         if len(target) != len(axes):
             raise ShapeError(f"CenterCropPad's shape has {len(target)} entries for {len(axes)} axes")
         starts, ends, sliced, pads = [], [], [], [0] * (2 * x.rank)
@@ -228,7 +228,7 @@ class IndexingOps:
         if self.opset < 11:  # Resize-10: X, scales; sampling as Upsample
             return self._upsample(x, self.b.known_floats(inputs[1], "Resize scales"), attrs.get("mode", "nearest"))
         roi_v, scales_v, sizes_v = _input(inputs, 1), _input(inputs, 2), _input(inputs, 3)
-        axes = [a % x.rank for a in attrs.get("axes", range(x.rank))]
+        axes = [normalize_axis(a, x.rank, "axes") for a in attrs.get("axes", range(x.rank))]
         ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
         scales = self.b.known_floats(scales_v, "Resize scales") if _present(scales_v) else []
         sizes = self.b.known_ints(sizes_v, "Resize sizes") if _present(sizes_v) else []

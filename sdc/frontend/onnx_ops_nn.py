@@ -14,7 +14,7 @@ import sympy
 
 from sdc.dialect.shapes import ShapeError
 from sdc.frontend.builder import CompileTimeValueError
-from sdc.frontend.onnx_common import DEFAULT_DOMAINS, ONNX_DTYPES, ONNX_FLOAT_TYPES, tensor_value
+from sdc.frontend.onnx_common import DEFAULT_DOMAINS, ONNX_DTYPES, ONNX_FLOAT_TYPES, normalize_axis, tensor_value
 from sdc.frontend.values import V, const_value, is_int, sym_int
 
 
@@ -737,7 +737,7 @@ class NNOps:
             return p
         if all(is_int(d) and d == 1 for d in p.sym):
             return self.b.reshape(p, [])
-        axis = axis % x.rank
+        axis = normalize_axis(axis, x.rank)
         if not block:
             if p.rank != 1:
                 raise ShapeError(f"{what} must be a scalar or 1-D for per-axis quantization, found rank {p.rank}")
@@ -813,7 +813,7 @@ class NNOps:
             return xi
         z = self.b.cast(zero, "i32")
         if per_row_axis is not None and z.rank == 1 and x.rank >= 2 and not (is_int(z.sym[0]) and z.sym[0] == 1):
-            axis = per_row_axis % x.rank
+            axis = normalize_axis(per_row_axis, x.rank)
             z = self.b.reshape(z, [1] * axis + [z.sym[0]] + [1] * (x.rank - axis - 1))
         return self.b.emit("sub", [xi, z])
 

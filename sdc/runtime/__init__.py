@@ -69,6 +69,8 @@ class Executable:
         self.kernel_count = self._executor.kernel_count
         # Something alive as long as this executable (sdc.compile's temporary directory).
         self._keepalive: Any = None
+        # Set a `sdc.runtime.profile.Profiler` to time each launch and collective step of later calls.
+        self.profiler: Any = None
 
     def __call__(self, *args: Any, **named: Any) -> list:
         """Run on inputs given by position and/or by name; returns the outputs, in order, as a list.
@@ -78,7 +80,7 @@ class Executable:
         """
         if self.comm is None:
             bound = self._signature.bind(args, named, self.device)
-            outs = self._executor.run(self._on_device(bound.tensors), bound.symbols)
+            outs = self._executor.run(self._on_device(bound.tensors), bound.symbols, self.profiler)
         else:
             try:
                 bound, outs = self._run_distributed(args, named)
@@ -109,7 +111,7 @@ class Executable:
         ins, outs_sharding = self._shardings
         tensors = [comm.shard(t, s, info.name) if s is not None else t
                    for t, s, info in zip(self._on_device(bound.tensors), ins, self.inputs)]
-        outs = self._executor.run(tensors, bound.symbols)
+        outs = self._executor.run(tensors, bound.symbols, self.profiler)
         outs = [comm.assemble(t, s, info.name) if s is not None else t
                 for t, s, info in zip(outs, outs_sharding, self.outputs)]
         if hasattr(comm, "synchronize"):

@@ -21,6 +21,7 @@ from sdc.limits import MAX_DIM, MAX_GUARD_CHARS, MAX_GUARDS, MAX_JSON_BYTES, MAX
 from sdc.runtime import jsonio
 from sdc.runtime.format import FORMAT, FORMAT_VERSION, MANIFEST, PLAN, PROGRAM, sha256_file
 from sdc.runtime.plan_schema import PlanError, RankProgram, parse_rank_plan
+from sdc.runtime.state import check_state
 from sdc.target import TARGETS, unknown_target
 
 # safetensors dtype names -> sdc element type names
@@ -190,6 +191,7 @@ def _check_manifest(root: Path, m: Any) -> None:
         if len(g["condition"]) > MAX_GUARD_CHARS:
             raise bad(f"entry.guards[{i}] is {len(g['condition'])} characters long, more than the limit of "
                       f"{MAX_GUARD_CHARS}")
+    check_state(entry, bad)  # a training step's state table (sdc.runtime.state)
     for rel, info in m["files"].items():
         safe_path(root, rel, MANIFEST)
         if not (isinstance(info, dict) and isinstance(info.get("sha256"), str) and _is_size(info.get("bytes"))):

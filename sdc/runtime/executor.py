@@ -17,18 +17,22 @@ stream (stream 0 the current one), steps run on theirs, and record/wait are CUDA
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
-from sdc import dtypes
+from sdc import custom_ops, dtypes
 from sdc.diagnostics import SdcError
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import RefEnv, get_op
+from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect.shapes import DYN, TensorSpec
 from sdc.runtime import plan_schema as S
 from sdc.runtime.format import decode_value
+from sdc.runtime.profile import Profiler, StepInfo
+from sdc.runtime.arena import Arena, arena_enabled, into
 from sdc.runtime.reference_kernels import reference_kernel
 
 ErrorFactory = Callable[[str], SdcError]
@@ -90,7 +94,7 @@ class PreparedOp:
         results = [out[0] if isinstance(out, (tuple, list)) else out] if len(self.outs) == 1 else list(out)
         for slot, t in zip(self.outs, results):
             if self.into_buffers and vals[slot] is not None:
-                vals[slot].copy_(t)
+                vals[slot] = into(vals[slot], t)
             else:
                 vals[slot] = t
 
@@ -170,12 +174,31 @@ class ReferenceExecutor:
                 self.initial[self.slots[vid]] = _weight(weights, v, error)
         self.input_slots = [self.slots[vid] for vid in program.inputs]
         self.output_slots = [self.slots[vid] for vid in program.outputs]
+        _check_custom_ops(program, error)
         reused = {s.reuses for s in program.steps if isinstance(s, S.Alloc) and s.reuses is not None}
-        allocated = {s.value for s in program.steps if isinstance(s, S.Alloc)}
+        # The memory plan's arena (sdc/runtime/arena.py); with SDC_ARENA=0 its values get torch's memory.
+        planned = program.arena.offsets if program.arena is not None else {}
+        self.arena = Arena(program.arena, device) if planned and arena_enabled(device) else None
+        allocated = {s.value for s in program.steps
+                     if isinstance(s, S.Alloc) and (self.arena is not None or s.value not in planned)}
+        if self.arena is not None:  # a placed value's slot is bound to its view before the step that makes it
+            allocated |= set(planned)
+        bound: set[str] = set()
         from_comm: set[str] = set()
         self.program: list[Callable[[list, RunState], None]] = []
+        # The same instructions cut at step boundaries, each launch/collective with its StepInfo: what a
+        # profiled call runs (`run(..., profiler=...)`); the ordinary call runs `program`, untouched.
+        self.segments: list[tuple[StepInfo | None, tuple[Callable[[list, RunState], None], ...]]] = []
         self.kernel_count = 0
         for step in program.steps:
+            first = len(self.program)
+            if self.arena is not None and isinstance(step, (S.Launch, S.Collective, S.Alloc)):
+                for vid in (step.value,) if isinstance(step, S.Alloc) else step.outputs:
+                    if vid in planned and vid not in bound:
+                        bound.add(vid)
+                        value = program.values[vid]
+                        self.program.append(self.arena.alloc_step(self.slots[vid], value,
+                                                                  dtypes.to_torch(value.dtype), step.where))
             if isinstance(step, S.Launch) and step.triton is not None:
                 from sdc.runtime.triton_launcher import prepare_launch
 
@@ -192,6 +215,8 @@ class ReferenceExecutor:
             elif isinstance(step, S.Free):
                 self.program.append(FreeSlots(tuple(self.slots[v] for v in step.values),
                                               tuple(self.slots[v] for v in step.values if v in reused)))
+            elif isinstance(step, S.Alloc) and step.value in planned:
+                pass  # bound above (or, with the arena off, torch's memory)
             elif isinstance(step, S.Alloc):
                 v = program.values[step.value]
                 self.program.append(AllocBuffer(self.slots[step.value], v.shape,
@@ -199,6 +224,12 @@ class ReferenceExecutor:
                                                 self.slots[step.reuses] if step.reuses is not None else None))
             elif isinstance(step, (S.Record, S.Wait)) and cuda:
                 self.program.append(EventStep(step.event, self.streams[step.stream], isinstance(step, S.Record)))
+            if len(self.program) > first:
+                self.segments.append((_step_info(step), tuple(self.program[first:])))
+        from sdc.runtime.cuda_graphs import GraphRunner, static_reason
+
+        self.graph_reason = static_reason(program, device)  # why calls are not captured, or None
+        self.graphs = GraphRunner(self._run_eager, device) if self.graph_reason is None else None
 
     def _op(self, step: S.Launch, entry: S.OpEntry, weights: dict, error: ErrorFactory, allocated: set[str],
             from_comm: set[str]) -> PreparedOp:
@@ -238,16 +269,70 @@ class ReferenceExecutor:
     def _declared(self, opdef, outputs: tuple[str, ...]) -> TensorSpec | None:
         return self.specs[outputs[0]] if opdef.shape is None and outputs else None
 
-    def run(self, inputs: list[torch.Tensor], symbols: dict[str, int]) -> list[torch.Tensor]:
+    def run(self, inputs: list[torch.Tensor], symbols: dict[str, int],
+            profiler: Profiler | None = None) -> list[torch.Tensor]:
+        """One call. With a `profiler`, each launch and collective step is timed (sdc.runtime.profile);
+        on CUDA without one, calls are captured into CUDA graphs and replayed (sdc.runtime.cuda_graphs)."""
+        if self.graphs is not None and profiler is None:
+            return self.graphs.run(inputs, symbols)
+        return self._run_eager(inputs, symbols, profiler)
+
+    def _run_eager(self, inputs: list[torch.Tensor], symbols: dict[str, int],
+                   profiler: Profiler | None = None) -> list[torch.Tensor]:
         state = RunState(RefEnv(symbols=symbols, mesh=self.mesh, comm=self.comm))
         vals = self.initial.copy()
         for slot, t in zip(self.input_slots, inputs):
             vals[slot] = t
         on_device = torch.device(self.device) if self.device is not None and self.device.type != "cpu" else None
         with torch.inference_mode(), (on_device or contextlib.nullcontext()):
-            for instruction in self.program:
-                instruction(vals, state)
+            if profiler is None:
+                for instruction in self.program:
+                    instruction(vals, state)
+            else:
+                self._run_profiled(vals, state, profiler)
+            if self.arena is not None:  # an output viewing the arena would change with the next call
+                return [t.clone() if self.arena.holds(t) else t for t in (vals[i] for i in self.output_slots)]
         return [vals[i] for i in self.output_slots]
+
+    def _run_profiled(self, vals: list, state: RunState, profiler: Profiler) -> None:
+        """The program step by step, reading the clock around each timed step. On CUDA the device is
+        synchronized before and after one, so its time is its own."""
+        clock = time.perf_counter_ns
+        sync = torch.cuda.synchronize if self.device is not None and self.device.type == "cuda" else None
+        profiler.start_run()
+        for info, instructions in self.segments:
+            if info is None:
+                for instruction in instructions:
+                    instruction(vals, state)
+                continue
+            if sync is not None:
+                sync(self.device)
+            start = clock()
+            for instruction in instructions:
+                instruction(vals, state)
+            if sync is not None:
+                sync(self.device)
+            profiler.record(info, start, clock())
+
+
+def _step_info(step: S.Step) -> StepInfo | None:
+    """What the profile reports about a launch or collective step; None for the steps it does not time."""
+    if isinstance(step, S.Launch):
+        return StepInfo(step.id, "launch", step.backend, tuple(e.op for e in step.ops),
+                        next((e.loc for e in step.ops if e.loc), ""), step.stream)
+    if isinstance(step, S.Collective):
+        return StepInfo(step.id, "collective", "collective", (step.op,), step.loc, step.stream)
+    return None
+
+
+def _check_custom_ops(program: S.RankProgram, error: ErrorFactory) -> None:
+    """Every `sdc.custom` op of the plan must be registered in this process (sdc.custom_op): one
+    error naming all that are not, at load time rather than at the first call."""
+    names = {str(entry.attrs.get("name")) for step in program.steps if isinstance(step, S.Launch)
+             for entry in step.ops if entry.op == CUSTOM}
+    missing = sorted(n for n in names if not custom_ops.is_registered(n))
+    if missing:
+        raise error(f"the plan uses {custom_ops.not_registered_message(missing)}")
 
 
 def _opdef(name: str, step: S.Step, error: ErrorFactory):

@@ -132,6 +132,19 @@ class Free(Step):
 
 
 @dataclass(frozen=True)
+class Arena:
+    """The rank's memory plan (sdc/codegen/memory.py): one buffer of `size` bytes; an `alloc` step of a
+    value in `offsets` takes the bytes from its offset on. `bounds`: the symbols' upper bounds that
+    the sizes of values with symbolic dims were planned at."""
+
+    size: int
+    alignment: int
+    offsets: dict[str, int]
+    bounds: dict[str, int]
+    nbytes: dict[str, int]  # each planned value's size at the bounds
+
+
+@dataclass(frozen=True)
 class RankProgram:
     rank: int
     weights: str
@@ -140,6 +153,7 @@ class RankProgram:
     outputs: tuple[str, ...]
     streams: tuple[str, ...]
     steps: tuple[Step, ...]
+    arena: Arena | None = None
 
     def collective_axes(self) -> list[list[str]]:
         """Every set of mesh axes the rank's collectives run over (each needs a process group)."""
@@ -179,11 +193,51 @@ def parse_rank_plan(raw: Any) -> RankProgram:
     reader.defined.update(inputs)
     reader.defined.update(vid for vid, v in values.items() if v.weight is not None)
     reader.protected = set(inputs) | set(outputs) | {vid for vid, v in values.items() if v.weight is not None}
+    reader.arena = _arena(rank, raw.get("arena"), values, reader.protected)
     steps = tuple(reader.step(i, s) for i, s in enumerate(raw["steps"]))
     for vid in outputs:
         if vid not in reader.defined:
             raise PlanError(f"rank {rank}: output value '{vid}' is never computed")
-    return RankProgram(rank, raw["weights"], values, inputs, outputs, tuple(streams), steps)
+    return RankProgram(rank, raw["weights"], values, inputs, outputs, tuple(streams), steps, reader.arena)
+
+
+def _arena(rank: int, raw: Any, values: dict[str, Value], protected: set[str]) -> Arena | None:
+    """Check a rank's `arena`: every planned value is an intermediate of known (or bounded) size,
+    aligned, and inside the arena. That no two live values overlap is checked at their alloc steps."""
+    if raw is None:
+        return None
+    where = f"rank {rank}: arena"
+    if not isinstance(raw, dict):
+        raise PlanError(f"{where} must be an object, found {_short(raw)}")
+    size, alignment, offsets, bounds = raw.get("bytes"), raw.get("alignment"), raw.get("offsets"), raw.get("bounds", {})
+    if not _is_int(size) or size < 0:
+        raise PlanError(f"{where}: 'bytes' must be a size in bytes, found {_short(size)}")
+    if not _is_int(alignment) or alignment <= 0 or alignment & (alignment - 1):
+        raise PlanError(f"{where}: 'alignment' must be a power of two, found {_short(alignment)}")
+    if not isinstance(offsets, dict):
+        raise PlanError(f"{where}: 'offsets' must map value ids to byte offsets, found {_short(offsets)}")
+    if not isinstance(bounds, dict) or not all(isinstance(k, str) and _is_int(b) and b >= 0 for k, b in bounds.items()):
+        raise PlanError(f"{where}: 'bounds' must map symbols to their upper bounds, found {_short(bounds)}")
+    nbytes: dict[str, int] = {}
+    for vid, offset in offsets.items():
+        if vid not in values:
+            raise PlanError(f"{where} places value {vid!r}, which is not in the values table")
+        if vid in protected:
+            raise PlanError(f"{where} places value '{vid}', an input, output or weight (only intermediates go there)")
+        if not _is_int(offset) or offset < 0 or offset % alignment:
+            raise PlanError(f"{where}: value '{vid}' has offset {_short(offset)}, not a multiple of {alignment}")
+        n = dtypes.itemsize(values[vid].dtype)
+        for d in values[vid].shape:
+            try:
+                n *= d if _is_int(d) else symexpr.evaluate(str(d), bounds)
+            except (symexpr.SymExprError, KeyError, ValueError, ZeroDivisionError):
+                raise PlanError(f"{where}: value '{vid}' has dim {d!r}, which the arena's bounds "
+                                f"{_short(bounds)} do not size") from None
+        if offset + n > size:
+            raise PlanError(f"{where}: value '{vid}' (bytes {offset}..{offset + n}) does not fit in the arena of "
+                            f"{size} bytes")
+        nbytes[vid] = n
+    return Arena(size, alignment, dict(offsets), dict(bounds), nbytes)
 
 
 _KIND_NAMES = {str: "string", dict: "object", list: "list", int: "integer"}
@@ -229,6 +283,8 @@ class _Reader:
         self.allocated: set[str] = set()
         self.events: set[str] = set()
         self.step_ids: set[str] = set()
+        self.arena: Arena | None = None
+        self.in_arena: dict[str, tuple[int, int]] = {}  # allocated arena values not yet freed: byte spans
 
     def ids(self, raw: Any, where: str) -> tuple[str, ...]:
         if not isinstance(raw, list):
@@ -289,9 +345,27 @@ class _Reader:
             (reuses,) = self.ids([reuses], f"{where}: reuses")
             if reuses not in self.freed:
                 raise PlanError(f"{where}: reuses the memory of value '{reuses}', which is not freed before")
+        self._arena_takes((vid,), where)
         self.defined.add(vid)
         self.allocated.add(vid)
         return Alloc(i, where, vid, reuses)
+
+    def _arena_takes(self, vids: tuple[str, ...], where: str) -> None:
+        """The arena values among `vids` take their bytes here (at their alloc step, else at the step
+        that makes them): those must not overlap the bytes of any arena value still live (not freed)."""
+        if self.arena is None:
+            return
+        for vid in vids:
+            if vid not in self.arena.offsets or vid in self.in_arena:
+                continue
+            lo = self.arena.offsets[vid]
+            hi = lo + self.arena.nbytes[vid]
+            for other, (a, b) in self.in_arena.items():
+                if lo < b and a < hi:
+                    raise PlanError(f"{where}: value '{vid}' (arena bytes {lo}..{hi}) overlaps value '{other}' "
+                                    f"(bytes {a}..{b}), which is still live")
+            if hi > lo:
+                self.in_arena[vid] = (lo, hi)
 
     def _launch(self, i: int, where: str, raw: dict) -> Launch:
         sid = self._id(raw, where)
@@ -323,6 +397,7 @@ class _Reader:
         missing = [v for v in outputs if v not in made]
         if missing:
             raise PlanError(f"{where}: lists output '{missing[0]}', which none of its ops computes")
+        self._arena_takes(outputs, where)
         self.defined.update(made)
         triton = _triton_kernel(kernel, inputs, outputs, self.values, where) if backend == TRITON else None
         return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton)
@@ -364,6 +439,7 @@ class _Reader:
         outputs = self.ids(raw.get("outputs"), f"{where}: outputs")
         self.reads(inputs, where)
         self.writes(outputs, where)
+        self._arena_takes(outputs, where)
         self.defined.update(outputs)
         loc = raw.get("loc") or ""
         return Collective(i, where, sid, stream, name, tuple(axes), attrs, inputs, outputs,
@@ -398,6 +474,8 @@ class _Reader:
             if vid not in self.defined:
                 raise PlanError(f"{where}: frees value '{vid}' before it is computed")
         self.freed.update(vids)
+        for vid in vids:
+            self.in_arena.pop(vid, None)
         return Free(i, where, vids)
 
 

@@ -41,6 +41,12 @@ def _fold_conv_batch_norm():
     return FoldConvBatchNormPass
 
 
+def _mixed_precision():
+    from sdc.transforms.mixed_precision import MixedPrecisionPass
+
+    return MixedPrecisionPass
+
+
 def _sharding_propagation():
     from sdc.transforms.sharding_propagation import ShardingPropagationPass
 
@@ -53,15 +59,30 @@ def _spmd_partition():
     return SpmdPartitionPass
 
 
+def _autodiff():
+    from sdc.transforms.autodiff import AutodiffPass
+
+    return AutodiffPass
+
+
+def _optimizer_step():
+    from sdc.transforms.optimizer_step import OptimizerStepPass
+
+    return OptimizerStepPass
+
+
 PASSES: dict[str, Callable[[], type]] = {
     "sdc-verify": _verify,
     "sdc-canonicalize": _canonicalize,
     "sdc-shape-constraints": _shape_constraints,
     "sdc-fold-conv-batch-norm": _fold_conv_batch_norm,
+    "sdc-mixed-precision": _mixed_precision,
     "sdc-sharding-propagation": _sharding_propagation,
     "sdc-spmd-partition": _spmd_partition,
     "sdc-layout-constraints": _layout_constraints,
     "sdc-fuse": _fuse,
+    "sdc-autodiff": _autodiff,
+    "sdc-optimizer-step": _optimizer_step,
 }
 
 

@@ -21,6 +21,17 @@ It applies where:
   alone (parameters and constants), so the folding costs nothing at run time;
 - everything has one float dtype (f16, f32 or f64), and the weight's output channels are static.
 
+Then a per-channel scale or shift by weights after a convolution (what exporters leave after a
+batch norm, e.g. Inception-v2's Mul and Add after each conv + BN) folds too:
+
+    mul(conv(x, w) [+ b], s)  ->  conv(x, w * s[:, None, ...]) [+ b * s]
+    add(conv(x, w) + b, t)    ->  conv(x, w) + (b + t)
+
+where `s` and `t` are per-channel weights (the shapes a bias may have, above), the convolution's
+weight is a weight, the result has the convolution's type (nothing broadcasts it), and each
+intermediate is read only by the next op. A bare `add(conv, t)` is already a bias: the planner
+takes it into the convolution.
+
 Anything else is left as it is. It emits no errors. Run it before sdc-layout-constraints and
 sdc-fuse (it changes what they see: a convolution and an add instead of a batch norm).
 """
@@ -154,6 +165,95 @@ def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
     return True
 
 
+def _conv_and_bias(value: ir.Value, is_weight: _Weights):
+    """`value` as `conv(x, w)` or `add(conv(x, w), bias)` with a per-channel weight bias, where `w` is a
+    weight and every intermediate is read once: (conv, add or None, bias or None), else None."""
+    producer = _owner(value)
+    if producer is None or not _single_use(value):
+        return None
+    add = bias = None
+    if producer.name == "sdc.add":
+        add = producer
+        conv_value = next((v for v in add.operands if (o := _owner(v)) is not None and o.name == "sdc.conv"), None)
+        if conv_value is None or not _single_use(conv_value):
+            return None
+        producer = _owner(conv_value)
+    if producer is None or producer.name != "sdc.conv" or not _single_use(producer.results[0]):
+        return None
+    w_spec, y_spec = tensor_spec(producer.operands[1].type), tensor_spec(producer.results[0].type)
+    channels = w_spec.shape[0]
+    if (not isinstance(channels, int) or not is_weight(producer.operands[1]) or y_spec.dtype != w_spec.dtype
+            or w_spec.dtype not in NUMPY_FLOATS):
+        return None
+    if add is not None:
+        bias = _per_channel_bias(add, producer.results[0], channels, w_spec.dtype, is_weight)
+        if bias is None:
+            return None
+    return producer, add, bias
+
+
+def _scale_or_shift(op: ir.Operation, is_weight: _Weights):
+    """For `op` (a mul or add) of a convolution chain and a per-channel weight: (chain, the weight)."""
+    for value in op.operands:
+        chain = _conv_and_bias(value, is_weight)
+        if chain is None:
+            continue
+        conv = chain[0]
+        channels = tensor_spec(conv.operands[1].type).shape[0]
+        other = _per_channel_bias(op, value, channels, tensor_spec(conv.results[0].type).dtype, is_weight)
+        if other is not None:
+            return chain, other
+    return None
+
+
+def _flat(value: ir.Value) -> ir.Value:
+    return create("reshape", [value], {"shape": [math.prod(tensor_spec(value.type).shape)]}).results[0]
+
+
+def _row(flat: ir.Value, rank: int) -> ir.Value:
+    """A flat per-channel vector as [1, C, 1, ...], the shape that adds to a rank-`rank` result."""
+    return create("reshape", [flat], {"shape": [1, tensor_spec(flat.type).shape[0]] + [1] * (rank - 2)}).results[0]
+
+
+def fold_scale(mul: ir.Operation, is_weight: _Weights) -> bool:
+    """`mul(conv(x, w) [+ b], s)` with per-channel weight `s` -> `conv(x, w * s) [+ b * s]`."""
+    found = _scale_or_shift(mul, is_weight)
+    if found is None:
+        return False
+    (conv, add, bias), scale = found
+    w = conv.operands[1]
+    w_rank, y_rank = tensor_spec(w.type).rank, tensor_spec(conv.results[0].type).rank
+    with ir.InsertionPoint(mul), mul.location:
+        flat = _flat(scale)
+        column = create("reshape", [flat], {"shape": [tensor_spec(flat.type).shape[0]] + [1] * (w_rank - 1)})
+        weight = create("mul", [w, column.results[0]]).results[0]
+        row = _row(create("mul", [_flat(bias), flat]).results[0], y_rank) if bias is not None else None
+    with ir.InsertionPoint(mul):
+        new_conv = create("conv", [conv.operands[0], weight], read_attrs(OPS["conv"], conv), loc=conv.location)
+        out = new_conv if row is None else create("add", [new_conv.results[0], row], loc=mul.location)
+    mul.results[0].replace_all_uses_with(out.results[0])
+    mul.erase()
+    if add is not None:
+        add.erase()
+    conv.erase()
+    return True
+
+
+def fold_shift(outer: ir.Operation, is_weight: _Weights) -> bool:
+    """`add(conv(x, w) + b, t)` with per-channel weights `b`, `t` -> `conv(x, w) + (b + t)`."""
+    found = _scale_or_shift(outer, is_weight)
+    if found is None or found[0][1] is None:
+        return False
+    (conv, add, bias), shift = found
+    with ir.InsertionPoint(outer), outer.location:
+        row = _row(create("add", [_flat(bias), _flat(shift)]).results[0], tensor_spec(conv.results[0].type).rank)
+        out = create("add", [conv.results[0], row])
+    outer.results[0].replace_all_uses_with(out.results[0])
+    outer.erase()
+    add.erase()
+    return True
+
+
 def _array(values: list[float], dtype: str):
     import numpy as np
 
@@ -165,9 +265,25 @@ class FoldConvBatchNormPass(ModulePass):
     """No options."""
 
     name = "sdc-fold-conv-batch-norm"
-    summary = "fold an inference batch norm after a convolution into its weight and a bias"
+    summary = ("fold an inference batch norm, and per-channel scales and shifts, after a convolution into its "
+               "weight and a bias")
 
     def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
         is_weight = _Weights()
         for bn in walk_ops(module, "sdc.batch_norm"):
             fold(bn, is_weight)
+        # In program order, so a chain conv -> add -> mul -> add folds link by link. A fold erases the
+        # ops it replaces, some of which may be later in the list: skip those without touching them.
+        erased: set = set()
+        for op in walk_ops(module, "sdc."):
+            if op in erased or op.name not in ("sdc.mul", "sdc.add"):
+                continue
+            found = _scale_or_shift(op, is_weight)
+            if found is None:
+                continue
+            (conv, add, _), _ = found
+            if op.name == "sdc.add" and add is None:
+                continue  # add(conv, t): a bias already
+            erased.update(o for o in (conv, add) if o is not None)  # before the fold: an erased op has no hash
+            (fold_scale if op.name == "sdc.mul" else fold_shift)(op, is_weight)
+            is_weight.known.clear()  # a new op may take an erased op's address, the memo's key

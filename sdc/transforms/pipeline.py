@@ -129,6 +129,11 @@ def sharding(sharded: bool) -> tuple[str, ...]:
     return SHARDING if sharded else ()
 
 
+def mixed_precision(options: CompileOptions) -> tuple[str, ...]:
+    """The mixed-precision pass when the options compute in anything but f32 (nothing otherwise)."""
+    return () if options.precision == "f32" else (f"sdc-mixed-precision{{precision={options.precision}}}",)
+
+
 def _cpu_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
     return (
         "sdc-verify",
@@ -139,6 +144,7 @@ def _cpu_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
         # Graph rewrites that need the shapes (and the partition) and change what layouts and fusion
         # see go here, one line each: folding batch norm into convolutions, for one.
         "sdc-fold-conv-batch-norm",
+        *mixed_precision(options),
         "sdc-layout-constraints{target=cpu}",
         "sdc-fuse{target=cpu}",
         "sdc-verify",
@@ -154,6 +160,7 @@ def _cuda_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
         shape_constraints(options),
         *sharding(sharded),
         "sdc-fold-conv-batch-norm",
+        *mixed_precision(options),
         "sdc-layout-constraints{target=cuda}",
         "sdc-fuse{target=cuda}",
         "sdc-verify",

@@ -38,7 +38,7 @@ def _mlp() -> onnx.ModelProto:
              _init("b2", r.standard_normal(4).astype(np.float32))]
     g = h.make_graph(nodes, "mlp", [h.make_tensor_value_info("x", T.FLOAT, ["B", 8])],
                      [h.make_tensor_value_info("y", T.FLOAT, ["B", 4])], inits)
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=10)
 
 
 def _conv() -> onnx.ModelProto:
@@ -58,7 +58,7 @@ def _conv() -> onnx.ModelProto:
              _init("m", r.standard_normal(4).astype(np.float32)), _init("v", r.random(4).astype(np.float32) + 0.5)]
     g = h.make_graph(nodes, "conv", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
                      [h.make_tensor_value_info("y", T.FLOAT, [1, 4])], inits)
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 15)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 15)], ir_version=10)
 
 
 def _shapes() -> onnx.ModelProto:
@@ -89,7 +89,7 @@ def _shapes() -> onnx.ModelProto:
     g = h.make_graph(nodes, "shapes", [h.make_tensor_value_info("x", T.FLOAT, ["B", "T", 8])],
                      [h.make_tensor_value_info("y", T.FLOAT, ["B", "T", 1]),
                       h.make_tensor_value_info("z", T.FLOAT, ["B", 1, "T", 4])], inits)
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=10)
 
 
 def _misc() -> onnx.ModelProto:
@@ -117,7 +117,7 @@ def _misc() -> onnx.ModelProto:
     g = h.make_graph(nodes, "misc", [h.make_tensor_value_info("x", T.FLOAT, [1, 6])],
                      [h.make_tensor_value_info("y", T.FLOAT, [1]), h.make_tensor_value_info("z", T.FLOAT, [2, 1, 6])],
                      inits)
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 18)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 18)], ir_version=10)
 
 
 @functools.lru_cache(maxsize=None)

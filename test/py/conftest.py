@@ -1,21 +1,35 @@
-"""Shared set-up for the whole pytest suite."""
+"""Shared set-up for the whole pytest suite: runs before any test module is imported."""
 
 from __future__ import annotations
 
-import torch
+import os
+from importlib import metadata
+
+# The JAX tests compare against jax on the CPU. On a GPU host jax would otherwise take the GPU
+# (TF32 matmuls, so other numbers) and preallocate most of its memory in every test process.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import torch  # noqa: E402
 
 
-def _define_torchvision_ops() -> None:
-    """PyPI's torchvision is a CUDA build whose C++ ops cannot load beside the CPU torch: importing it
+def _torchvision_needs_op_schemas() -> bool:
+    """PyPI's torchvision is a CUDA build. Beside a CPU torch its C++ ops cannot load, and importing it
     (transformers does, as do the segmentation tests) fails on registering fake kernels for
-    `torchvision::nms` and `torchvision::qnms` unless their op schemas exist. Define them (no kernels:
-    nothing here runs NMS), once, before any test module imports torchvision or transformers."""
-    for name in ("nms", "qnms"):
+    `torchvision::nms` and `torchvision::qnms` unless their schemas exist. Beside a matching torch
+    (a GPU host's) the C++ ops load and define them themselves: defining them first would abort."""
+    if torch.version.cuda is not None:
+        return False
+    try:
+        return "+cpu" not in metadata.version("torchvision")
+    except metadata.PackageNotFoundError:
+        return False
+
+
+if _torchvision_needs_op_schemas():
+    for _name in ("nms", "qnms"):
         try:
-            torch.library.define(f"torchvision::{name}",
+            torch.library.define(f"torchvision::{_name}",
                                  "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-        except RuntimeError:  # already defined (torchvision loaded its own C++ ops)
+        except RuntimeError:  # already defined
             pass
-
-
-_define_torchvision_ops()

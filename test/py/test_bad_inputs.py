@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import struct
 import subprocess
@@ -32,7 +33,7 @@ from sdc.runtime import jsonio
 
 def model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
     g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
-    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)], ir_version=10)
 
 
 def f32(name, dims):
@@ -301,3 +302,43 @@ def test_folding_the_models_bad_constants_is_a_model_error():
     shape = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "i"], ["y"], name="g", axis=0)]
     m = model(shape, [f32("x", ["B", 4])], [h.make_tensor_value_info("y", T.INT64, None)], [i64("i", 2049)])
     assert "node 'g' (Gather): Gather of a shape vector: index 2049 is out of bounds" in import_error(m)
+
+
+def test_range_bounds_must_be_scalars():
+    # Found by the fuzzer (onnx-struct:11:956): a Range input rewired to a 3-element constant.
+    rng = h.make_node("Range", ["s", "l", "d"], ["y"], name="range")
+    m = model([rng], [], [h.make_tensor_value_info("y", T.INT64, None)], [i64("s", [0, 1, 2]), i64("l", 5), i64("d", 1)])
+    assert "node 'range' (Range): Range start must be a scalar, found shape [3]" in import_error(m)
+
+
+def test_a_graph_output_without_a_name():
+    # Found by the fuzzer (onnx-bytes:11:6945): a flipped byte emptied an output's name.
+    relu = h.make_node("Relu", ["x"], ["y"], name="r")
+    m = model([relu], [f32("x", [2])], [f32("", [2])])
+    assert "graph output #0 has an empty name" in import_error(m)
+
+
+def test_axes_out_of_range_and_empty_scalars_are_model_errors():
+    # Found by the fuzzer: Split of a rank-0 input (onnx-struct:11:30816), a Clip bound with no
+    # elements (onnx-bytes:11:45470). Every op reads its axes through one check.
+    split = h.make_node("Split", ["c"], ["a", "b"], name="split", axis=1)
+    m = model([split], [], [h.make_tensor_value_info(n, T.INT64, None) for n in "ab"], [i64("c", 3)])
+    assert "node 'split' (Split): axis 1 is out of range for rank 0" in import_error(m)
+    softmax = h.make_node("Softmax", ["x"], ["y"], name="sm", axis=2)
+    m = model([softmax], [f32("x", [2, 3])], [f32("y", [2, 3])])
+    assert "node 'sm' (Softmax): axis 2 is out of range for rank 2" in import_error(m)
+    clip = h.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")
+    empty = numpy_helper.from_array(np.zeros(0, np.float32), "hi")
+    m = model([clip], [f32("x", [2])], [f32("y", [2])], [numpy_helper.from_array(np.float32(0), "lo"), empty])
+    assert "node 'clip' (Clip): Clip max must hold one value, found 0" in import_error(m)
+
+
+def test_fewer_results_than_outputs_and_dims_past_int64():
+    # Found by the fuzzer: a Split whose sizes name fewer parts than its outputs (onnx-bytes:11:48675),
+    # a Tile whose repeats overflow int64 (onnx-bytes:11:49545).
+    split = h.make_node("Split", ["x", "sp"], ["a", "b"], name="split", axis=0)
+    m = model([split], [f32("x", [4])], [f32("a", None), f32("b", None)], [i64("sp", [4])])
+    assert "node 'split' (Split) has 2 outputs but computes 1" in import_error(m)
+    tile = h.make_node("Tile", ["x", "r"], ["y"], name="tile")
+    m = model([tile], [f32("x", [4])], [f32("y", None)], [i64("r", [2**62])])
+    assert re.search(r"node 'tile' \(Tile\): a dim of \d+ cannot be a tensor dim \(sizes are 0 to 2\^62\)", import_error(m))

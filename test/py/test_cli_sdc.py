@@ -68,9 +68,10 @@ def test_run_with_inputs_writes_outputs(compiled, weights, tmp_path):
                "--output-dir", tmp_path / "out")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == f"input  input:0  f32[3, 8]  from {tmp_path / 'x.npy'}"
-    assert lines[2].startswith("output logits/out  f32[3, 4]  min ")
-    assert lines[3] == "output ids  i64[5]  min 0  max 8  mean 4"
+    assert lines[0].startswith(f"loaded {compiled} in ") and lines[0].endswith(" (2 kernels)")
+    assert lines[1] == f"input  input:0  f32[3, 8]  from {tmp_path / 'x.npy'}"
+    assert lines[3].startswith("output logits/out  f32[3, 4]  min ")
+    assert lines[4] == "output ids  i64[5]  min 0  max 8  mean 4"
     assert lines[-1].startswith("ran in ") and lines[-1].endswith("ms")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["ids.npy", "logits_out.npy"]
     np.testing.assert_allclose(np.load(tmp_path / "out" / "logits_out.npy"),
@@ -83,9 +84,110 @@ def test_run_with_random_inputs_and_chosen_dims(compiled, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "input  input:0  f32[1, 8]  random" in out  # batch-like: 1
     assert "input  tokens  i64[7]  random" in out
-    assert "ran 3 times: median " in out
+    assert "ran 3 times: mean " in out
     assert np.load(tmp_path / "logits_out.npy").shape == (1, 4)
     assert np.load(tmp_path / "ids.npy").shape == (7,)
+
+
+def launch_steps(artifact: Path) -> list[dict]:
+    plan = json.loads((artifact / "plan.json").read_text())
+    return [s for s in plan["ranks"][0]["steps"] if s["kind"] == "launch"]
+
+
+def test_run_warmup_and_statistics(compiled, capsys, monkeypatch):
+    import sdc.runtime
+
+    calls = []
+    original = sdc.runtime.Executable.__call__
+    monkeypatch.setattr(sdc.runtime.Executable, "__call__", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    assert main(["run", str(compiled), "--repeat", "5", "--warmup", "2"]) == 0
+    out = capsys.readouterr().out
+    assert len(calls) == 7  # the warm-up runs happen, untimed
+    line = next(x for x in out.splitlines() if x.startswith("ran "))
+    assert line.startswith("ran 5 times after 2 warm-up runs: mean ")
+    for stat in ("median", "p90", "stddev", "min", "max"):
+        assert f", {stat} " in line
+    assert out.splitlines()[0].startswith(f"loaded {compiled} in ")
+    assert "profile:" not in out  # only with --profile
+
+
+def test_format_statistics():
+    from sdc.cli.main import format_statistics
+
+    times = [i / 1e3 for i in (10, 1, 9, 2, 8, 3, 7, 4, 6, 5)]
+    assert format_statistics(times) == ("mean 5.500 ms, median 5.500 ms, p90 9.000 ms, stddev 3.028 ms, "
+                                        "min 1.000 ms, max 10.000 ms")
+
+
+def test_bad_counts_are_usage_errors(compiled, capsys):
+    assert_clean_error(sdc("run", compiled, "--repeat", "0"), 2, "error: --repeat expects an integer >= 1, found '0'")
+    for flag, value in (("--repeat", "-3"), ("--repeat", "two"), ("--warmup", "-1"), ("--warmup", "1.5")):
+        assert main(["run", str(compiled), flag, value]) == 2
+        err = capsys.readouterr().err
+        assert err.splitlines() == [f"error: {flag} expects an integer >= {1 if flag == '--repeat' else 0}, "
+                                    f"found '{value}'"]
+
+
+def test_profile_table_and_trace(compiled, tmp_path, capsys):
+    assert main(["run", str(compiled), "--profile", "--repeat", "3", "--warmup", "1", "--output-dir",
+                 str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    launches = launch_steps(compiled)
+    lines = out.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("profile: "))
+    assert lines[start].startswith(f"profile: {len(launches)} steps, ") and lines[start].endswith("mean of 3 runs")
+    assert lines[start + 1].split()[:4] == ["step", "backend", "ms/run", "share"]
+    rows = lines[start + 2:start + 2 + len(launches)]
+    assert sorted(r.split()[0] for r in rows) == sorted(s["id"] for s in launches)
+    assert all(r.split()[1] == "reference" for r in rows)
+    ms = [float(r.split()[2]) for r in rows]
+    assert ms == sorted(ms, reverse=True)  # slowest first
+    assert abs(sum(float(r.split()[3].rstrip("%")) for r in rows) - 100) < 0.5
+    assert {r.split()[4] for r in rows} == {"+".join(e["op"] for e in s["kernel"]["ops"]) for s in launches}
+    assert lines[start + 2 + len(launches)] == f"wrote trace {tmp_path / 'trace.json'} (Chrome trace format: open " \
+                                              "it in https://ui.perfetto.dev)"
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == 3 * len(launches)  # one per launch step per timed run, none for the warm-up
+    assert {e["args"]["run"] for e in spans} == {0, 1, 2}
+    for e in spans:
+        assert set(e) >= {"name", "ph", "ts", "dur", "pid", "tid", "args"}
+        assert e["dur"] > 0 and e["ts"] >= 0 and e["pid"] == 0 and e["tid"] == 0
+    ends = sorted((e["ts"], e["ts"] + e["dur"]) for e in spans)
+    assert all(a[1] <= b[0] + 1e-3 for a, b in zip(ends, ends[1:]))  # one stream: steps do not overlap
+
+
+def test_trace_without_profile(compiled, tmp_path, capsys):
+    target = tmp_path / "sub" / "t.json"
+    assert main(["run", str(compiled), "--trace", str(target), "--repeat", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "profile:" not in out and f"wrote trace {target} " in out
+    spans = [e for e in json.loads(target.read_text())["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == 2 * len(launch_steps(compiled))
+    assert main(["run", str(compiled), "--trace", str(tmp_path)]) == 1  # a directory
+    assert capsys.readouterr().err.startswith(f"error: cannot write the trace '{tmp_path}'")
+
+
+def test_no_profiler_runs_the_plain_loop(compiled, monkeypatch):
+    """Profiling costs nothing when off: an ordinary call never enters the profiled loop."""
+    import sdc.runtime
+    from sdc.runtime.executor import ReferenceExecutor
+    from sdc.runtime.profile import Profiler
+
+    def refuse(*args):
+        raise AssertionError("the profiled loop ran without a profiler")
+
+    exe = sdc.runtime.load(compiled)
+    x = np.ones((2, 8), np.float32)
+    t = np.arange(3)
+    with monkeypatch.context() as m:
+        m.setattr(ReferenceExecutor, "_run_profiled", refuse)
+        plain = exe(x, t)
+    exe.profiler = Profiler()
+    profiled = exe(x, t)
+    assert exe.profiler.runs == 1 and len(exe.profiler.records) == len(launch_steps(compiled))
+    for a, b in zip(plain, profiled):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_inspect(compiled, capsys):

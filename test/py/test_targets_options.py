@@ -182,7 +182,9 @@ def test_sdc_compile_refuses_unknown_target():
         sdc.compile("whatever.onnx", target="nope")
     with pytest.raises(SdcError, match="cannot open 'whatever.onnx'"):  # cuda is accepted: on to the model
         sdc.compile("whatever.onnx", options=CompileOptions(target="cuda"))
-    with pytest.raises(SdcError, match="precision 'bf16' is not supported yet on target 'cpu': it computes in f32"):
+    with pytest.raises(SdcError, match=r"precision 'tf32' is not supported on target 'cpu' \(it runs f32, bf16, f16\)"):
+        sdc.compile("whatever.onnx", precision="tf32")
+    with pytest.raises(SdcError, match="cannot open 'whatever.onnx'"):  # bf16 is accepted: on to the model
         sdc.compile("whatever.onnx", precision="bf16")
 
 

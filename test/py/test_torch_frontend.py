@@ -227,7 +227,11 @@ def test_coverage_doc_is_current():
     from sdc.frontend.torch.coverage import render
 
     page = Path(__file__).resolve().parents[2] / "docs" / "torch-coverage.md"
-    assert page.read_text(encoding="utf-8") == render(), \
+    text = page.read_text(encoding="utf-8")
+    version = torch.__version__.split("+")[0]
+    if f"The core ATen op set of torch {version} " not in text:  # another torch has another core op set
+        pytest.skip(f"docs/torch-coverage.md describes another torch than this {version}")
+    assert text == render(), \
         "docs/torch-coverage.md is stale: python -m sdc.frontend.torch.coverage > docs/torch-coverage.md"
 
 

@@ -31,15 +31,24 @@ class GeneratedKernel:
     kernel: dict  # plan.json's launch `kernel` object, less `source` (the planner names the file)
 
 
+# CompileOptions.precision -> tl.dot's input_precision for f32 operands (16-bit operands use their own tensor cores)
+DOT_INPUT_PRECISION = {"f32": "ieee", "tf32": "tf32", "bf16": "ieee", "f16": "ieee"}
+
+
 def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequence[str],
                     values: Mapping[str, Mapping], entry: str, weight=lambda vid: None,
-                    renderer: TritonRenderer | None = None) -> GeneratedKernel:
-    """The Triton kernel of one kernel group; LoweringError when no template fits it."""
+                    renderer: TritonRenderer | None = None, precision: str = "f32") -> GeneratedKernel:
+    """The Triton kernel of one kernel group; LoweringError when no template fits it.
+
+    `precision`: the compile options' precision; it decides whether f32 matmuls may use tf32."""
     renderer = renderer or TritonRenderer()
-    program = lower_group(ops, inputs, outputs, values, renderer.elementwise_ops(), weight)
+    program = lower_group(ops, inputs, outputs, values, renderer.elementwise_ops(), weight,
+                          DOT_INPUT_PRECISION[precision])
     blocks = renderer.plan_blocks(program)
     source = renderer.render(program, entry, blocks)
-    constexprs = {k: v for k, v in blocks.items() if k != "looped"}
+    # num_stages rides with the constexprs: the launcher passes them all as keywords, and triton takes
+    # num_stages as a launch option (the interpreter drops keywords the kernel does not declare)
+    constexprs = {k: v for k, v in blocks.items() if k not in ("looped", "num_warps")}
     kernel = {
         "backend": TRITON,
         "entry": entry,
@@ -50,7 +59,7 @@ def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequ
                     for r, _ in program.results],
         "grid": renderer.grid(program, blocks),
         "constexprs": constexprs,
-        "num_warps": renderer.num_warps,
+        "num_warps": blocks.get("num_warps", renderer.num_warps),
         "ops": [dict(e) for e in ops],
     }
     return GeneratedKernel(program, source, kernel)

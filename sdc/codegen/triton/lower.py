@@ -8,13 +8,20 @@ named as sdc names them, casts, row reductions `sum`/`max`/`min`, the row length
 (`renderer.py`) turns it into source text; `KernelProgram.dump()` prints it, for `--dump-ir` and for
 reading a failing kernel.
 
-Two templates:
+Three templates:
 - `elementwise`: the domain is the group's result shape; every value is computed at each index of
   it, so broadcasting is index arithmetic (each argument's stride is 0 along a dim it broadcasts).
 - `row`: the group holds row reductions (softmax, log_softmax, layer_norm, rms_norm, reduce_*)
   over the last dim of one domain (fuse.py groups only reductions that share one); one program
   per row. Values are *row* values (vary along the last dim) or *scalar* ones (one per row:
   reduction results and what is computed from them alone).
+- `matmul`: one `sdc.matmul` (2-D or batched, transposes, broadcast batch dims) and the elementwise
+  epilogue sdc-fuse puts after it (bias, activation, residual add, cast); the domain is the
+  product's result shape plus its contracting dim K, `(*batch, M, N, K)`. The product is one `dot`
+  node (its operands are read tile by tile in the renderer's K loop, so they are arguments without
+  `load` nodes); the epilogue's nodes are *tile* values (they vary over M or N) or per-batch ones.
+  Layout casts before the matmul only change where its operands sit and are read through; any other
+  op before it (a prologue) keeps the reference backend.
 
 How a value's dims map onto the domain follows numpy broadcasting (right-aligned), except where an
 op says otherwise (batch_norm's per-channel operands, a norm's scale and bias, a reduction without
@@ -30,7 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from sdc import dtypes
 
-ELEMENTWISE, ROW = "elementwise", "row"
+ELEMENTWISE, ROW, MATMUL = "elementwise", "row", "matmul"
 
 # dtypes a generated kernel loads, computes and stores (torch has no arithmetic for the wide unsigned ones)
 KERNEL_DTYPES = frozenset({"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64", "ui8"})
@@ -106,11 +113,14 @@ WeightLookup = Callable[[str], Any]  # value id -> its tensor when it is a weigh
 
 def lower_group(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequence[str],
                 values: Mapping[str, Mapping], supported: frozenset[str],
-                weight: WeightLookup = lambda vid: None) -> KernelProgram:
+                weight: WeightLookup = lambda vid: None, input_precision: str = "ieee") -> KernelProgram:
     """The kernel IR of one kernel group; LoweringError when the renderer cannot take it.
 
     `supported`: the elementwise op names the renderer has a method for; `weight(vid)` gives a
-    weight's tensor, so that one-element weights become constants in the source."""
+    weight's tensor, so that one-element weights become constants in the source;
+    `input_precision`: how a matmul of f32 operands uses the tensor cores (`DOT_PRECISIONS`)."""
+    if any(e["op"] == "matmul" for e in ops):
+        return _MatmulLowering(ops, inputs, outputs, values, supported, weight, input_precision).run()
     return _Lowering(ops, inputs, outputs, values, supported, weight).run()
 
 
@@ -144,6 +154,9 @@ class _Lowering:
         live = self._live_ops()
         for e in live:
             self._lower(e)
+        return KernelProgram(template, self.domain, self.args, self._results(), self.nodes, [e["op"] for e in live])
+
+    def _results(self) -> list[tuple[TensorArg, int]]:
         results = []
         producers = {v: e for e in self.ops for v in e["outputs"]}
         for vid in self.outputs:
@@ -153,7 +166,7 @@ class _Lowering:
             if e["op"] == "layout_cast" and list(e["attrs"]["layout"]) != list(range(len(v["shape"]))):
                 layout = tuple(e["attrs"]["layout"])
             results.append((TensorArg(vid, v["dtype"], self.maps[vid], layout), self.env[vid]))
-        return KernelProgram(template, self.domain, self.args, results, self.nodes, [e["op"] for e in live])
+        return results
 
     # ------------------------------------------------------------ checks
 
@@ -215,21 +228,24 @@ class _Lowering:
             out = e["outputs"][0]
             if out not in self.maps:
                 continue  # nobody reads it: the kernel does not compute it
-            m = self.maps[out]
-            name = e["op"]
-            for i, vid in enumerate(e["inputs"]):
-                rank = len(self.values[vid]["shape"])
-                if i in PER_CHANNEL_OPERANDS.get(name, ()):
-                    self._set_map(vid, (m[1],))
-                elif i in PER_ROW_OPERANDS.get(name, ()):
-                    self._set_map(vid, (m[-1],))
-                elif name in REDUCE_PRIMITIVE:  # the operand runs along the reduced (last) dim
-                    kept = m[:-1] if e["attrs"].get("keepdims") else m
-                    self._set_map(vid, kept + (self.rank - 1,))
-                else:
-                    self._set_map(vid, self._right_aligned(rank, m, vid))
-            if name in ROW_OPS and self.maps[e["inputs"][0]] != self.identity:
-                raise LoweringError(f"'sdc.{name}' does not reduce over the kernel's domain")
+            self._map_operands(e, self.maps[out])
+
+    def _map_operands(self, e: Mapping, m: tuple) -> None:
+        """The maps of op `e`'s operands, given the map `m` of its result."""
+        name = e["op"]
+        for i, vid in enumerate(e["inputs"]):
+            rank = len(self.values[vid]["shape"])
+            if i in PER_CHANNEL_OPERANDS.get(name, ()):
+                self._set_map(vid, (m[1],))
+            elif i in PER_ROW_OPERANDS.get(name, ()):
+                self._set_map(vid, (m[-1],))
+            elif name in REDUCE_PRIMITIVE:  # the operand runs along the reduced (last) dim
+                kept = m[:-1] if e["attrs"].get("keepdims") else m
+                self._set_map(vid, kept + (self.rank - 1,))
+            else:
+                self._set_map(vid, self._right_aligned(rank, m, vid))
+        if name in ROW_OPS and self.maps[e["inputs"][0]] != self.identity:
+            raise LoweringError(f"'sdc.{name}' does not reduce over the kernel's domain")
 
     def _right_aligned(self, rank: int, m: tuple, vid: str) -> tuple:
         if rank > len(m):
@@ -357,3 +373,103 @@ def _scalar(t: Any) -> float | int | bool | None:
         return None
     value = t.reshape(()).item()
     return value
+
+
+# ---------------------------------------------------------------- the matmul template
+
+MATMUL_DTYPES = frozenset({"f16", "bf16", "f32"})  # operand types of the template (f32 accumulation)
+DOT_PRECISIONS = ("ieee", "tf32")  # tl.dot's input_precision for f32 operands: exact f32, or tf32 tensor cores
+
+
+class _MatmulLowering(_Lowering):
+    """The `matmul` template: [layout_cast...] matmul [elementwise epilogue...].
+
+    Domain `(*batch, M, N, K)`: the product's result shape, then the contracting dim. An operand maps
+    its batch dims right-aligned onto the batch dims (None where it broadcasts), its last two onto
+    (M, K) for lhs and (K, N) for rhs, swapped when the op transposes it: a transpose is only a
+    different stride. The epilogue maps onto `(*batch, M, N)` as in the elementwise template."""
+
+    def __init__(self, ops, inputs, outputs, values, supported, weight, input_precision: str):
+        super().__init__(ops, inputs, outputs, values, supported, weight)
+        if input_precision not in DOT_PRECISIONS:
+            raise ValueError(f"input_precision must be one of {DOT_PRECISIONS}, found {input_precision!r}")
+        self.input_precision = input_precision
+
+    def run(self) -> KernelProgram:
+        if not self.outputs:
+            raise LoweringError("the group writes nothing")
+        at = [i for i, e in enumerate(self.ops) if e["op"] == "matmul"]
+        if len(at) != 1:
+            raise LoweringError(f"{len(at)} 'sdc.matmul' ops in one group")
+        mm = self.ops[at[0]]
+        alias: dict[str, str] = {}  # a layout_cast's result -> the value it re-lays out
+        for e in self.ops[:at[0]]:
+            if e["op"] != "layout_cast":
+                raise LoweringError(f"'sdc.{e['op']}' before 'sdc.matmul' (the matmul template fuses an epilogue, "
+                                    "not a prologue)")
+            if e["outputs"][0] in self.outputs:
+                raise LoweringError("a layout_cast before 'sdc.matmul' is also a result of the group")
+            alias[e["outputs"][0]] = alias.get(e["inputs"][0], e["inputs"][0])
+        epilogue = self.ops[at[0] + 1:]
+        for e in epilogue:
+            self._check_op(e)
+            if e["op"] in ROW_OPS:
+                raise LoweringError(f"'sdc.{e['op']}' after 'sdc.matmul' (its epilogue is elementwise)")
+        lhs_id, rhs_id = (alias.get(v, v) for v in mm["inputs"])
+        lhs, rhs, out_id = self.values[lhs_id], self.values[rhs_id], mm["outputs"][0]
+        dtype = lhs["dtype"]
+        if dtype not in MATMUL_DTYPES or rhs["dtype"] != dtype:
+            raise LoweringError(f"'sdc.matmul' of {dtype} x {rhs['dtype']} (the template multiplies "
+                                f"{'/'.join(sorted(MATMUL_DTYPES))})")
+        if len(lhs["shape"]) < 2 or len(rhs["shape"]) < 2:
+            raise LoweringError("'sdc.matmul' with a 1-D operand (a matrix-vector product)")
+        out_shape = list(self.values[out_id]["shape"])
+        for vid in self.outputs:
+            if list(self.values[vid]["shape"]) != out_shape:
+                raise LoweringError(f"result '{vid}' has shape {list(self.values[vid]['shape'])}, the product "
+                                    f"{out_shape}")
+        nb = len(out_shape) - 2
+        rows, cols, inner = nb, nb + 1, nb + 2
+        transpose_lhs, transpose_rhs = bool(mm["attrs"].get("transpose_lhs")), bool(mm["attrs"].get("transpose_rhs"))
+        k_size = lhs["shape"][-2 if transpose_lhs else -1]
+        self.template = MATMUL
+        self.rank = nb + 2
+        self.domain = tuple(d if isinstance(d, int) else None for d in [*out_shape, k_size])
+        self.rows, self.cols = rows, cols
+        for vid in self.outputs:
+            self._set_map(vid, tuple(range(nb + 2)))
+        for e in reversed(epilogue):
+            if e["outputs"][0] in self.maps:
+                self._map_operands(e, self.maps[e["outputs"][0]])
+        if out_id not in self.maps:
+            raise LoweringError("nothing in the group reads the product")
+        if self.maps[out_id] != tuple(None if d == 1 else i for i, d in enumerate(out_shape)):
+            raise LoweringError(f"the product is read with the index map {list(self.maps[out_id])}")
+
+        def operand(vid: str, shape: list, first: int, second: int, transposed: bool) -> int:
+            batch = tuple(range(nb))[nb - (len(shape) - 2):] if len(shape) > 2 else ()
+            m = batch + ((second, first) if transposed else (first, second))
+            self.args.append(TensorArg(vid, dtype, tuple(None if shape[j] == 1 else d for j, d in enumerate(m))))
+            return len(self.args) - 1
+
+        a = operand(lhs_id, list(lhs["shape"]), rows, inner, transpose_lhs)
+        b = operand(rhs_id, list(rhs["shape"]), inner, cols, transpose_rhs)
+        attrs = {"lhs": a, "rhs": b, **({"input_precision": self.input_precision} if dtype == "f32" else {})}
+        self.env[out_id] = self._node("dot", (), self.values[out_id]["dtype"], row=True, attrs=attrs)
+        live = [e for e in epilogue if e["outputs"][0] in self.maps]
+        for e in live:
+            self._lower(e)
+        tile: dict[int, bool] = {}
+        for n in self.nodes:  # which values depend on the product (full tiles)
+            tile[n.id] = n.op == "dot" or any(tile[x] for x in n.args)
+        results = self._results()
+        for r, node in results:
+            if not tile[node]:
+                raise LoweringError(f"result '{r.value}' does not depend on the product")
+        ops = [*(e["op"] for e in self.ops[:at[0]]), "matmul", *(e["op"] for e in live)]
+        return KernelProgram(MATMUL, self.domain, self.args, results, self.nodes, ops)
+
+    def _is_row(self, vid: str) -> bool:
+        """Whether a value loaded by the epilogue varies over the tile (M or N), not only per batch."""
+        m = self.maps[vid]
+        return self.rows in m or self.cols in m

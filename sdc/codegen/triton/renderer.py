@@ -12,7 +12,7 @@ with triton 3.6 on the GPU host and run under TRITON_INTERPRET=1 with the triton
 
 Kernel signature: for each tensor argument, then each result, its pointer and one stride per domain
 dim (`a0, a0_s0, ..., a0_s2`; 0 along a dim it broadcasts), then the domain sizes `d0 .. d{R-1}`,
-then the constexprs (`BLOCK` or `RBLOCK`). The launcher (sdc/runtime/triton_launcher.py) computes
+then the constexprs (`BLOCK`, `RBLOCK`, or `BLOCK_M`/`BLOCK_N`/`BLOCK_K`/`GROUP_M`). The launcher (sdc/runtime/triton_launcher.py) computes
 the strides and sizes from the tensors at each call, so one kernel serves every dynamic size.
 
 Floats of 16 bits compute in f32 registers (loaded widened, stored rounded); an explicit cast to
@@ -24,7 +24,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sdc.codegen.triton.lower import ELEMENTWISE, KernelProgram, Node
+from dataclasses import dataclass
+
+from sdc.codegen.triton.lower import ELEMENTWISE, MATMUL, KernelProgram, Node
 
 _STORAGE = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64", "i1": "tl.int1",
             "i8": "tl.int8", "i16": "tl.int16", "i32": "tl.int32", "i64": "tl.int64", "ui8": "tl.uint8"}
@@ -56,6 +58,25 @@ def _softplus(x):
 }
 
 
+@dataclass(frozen=True)
+class MatmulConfig:
+    """One configuration of the matmul template: tile sizes, the grouped ordering, warps, pipeline stages."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8  # row tiles that run one after another over the same columns of B, while those sit in L2
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def clamped(self, m: int | None, n: int | None, k: int | None) -> "MatmulConfig":
+        """The same, with each block no larger than the next power of 2 of a static size (tl.dot needs >= 16)."""
+        def fit(block: int, size: int | None) -> int:
+            return block if size is None else max(16, min(block, _next_power_of_2(size)))
+        return MatmulConfig(fit(self.block_m, m), fit(self.block_n, n), fit(self.block_k, k), self.group_m,
+                            self.num_warps, self.num_stages)
+
+
 def literal(value: Any) -> str:
     """A Python number as Triton source (non-finite floats as float("inf") / float("nan"))."""
     if isinstance(value, bool):
@@ -79,6 +100,17 @@ class TritonRenderer:
     max_row_block = 4096  # the longest row (a power of 2) one program keeps in registers: longer rows loop
     loop_row_block = 1024  # the block a looping row kernel steps through its row with
     int32_index_limit = 2**31 - 1  # static domains at most this large index in int32, the rest in int64
+    # The matmul template's static configurations by size (no autotuning yet: `matmul_candidates` is the
+    # hook, today it returns the one of these that fits). Keys: operand width (f32, or f16/bf16) and
+    # the size class of the product (see matmul_candidates).
+    matmul_configs = {
+        ("f32", "small"): MatmulConfig(32, 32, 32, num_warps=4, num_stages=2),
+        ("f32", "medium"): MatmulConfig(64, 64, 32, num_warps=4, num_stages=3),
+        ("f32", "large"): MatmulConfig(128, 128, 32, num_warps=8, num_stages=3),
+        ("16", "small"): MatmulConfig(32, 32, 64, num_warps=4, num_stages=2),
+        ("16", "medium"): MatmulConfig(64, 64, 64, num_warps=4, num_stages=3),
+        ("16", "large"): MatmulConfig(128, 128, 64, num_warps=8, num_stages=4),
+    }
 
     unary_ops = frozenset({
         "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "erf", "sin", "cos",
@@ -97,8 +129,26 @@ class TritonRenderer:
 
     # ------------------------------------------------------------ the whole file
 
+    def matmul_candidates(self, program: KernelProgram) -> list[MatmulConfig]:
+        """The configurations worth trying for a matmul kernel, best guess first.
+
+        The hook for autotuning: today the planner takes the first; a tuner would time each on the
+        device at first load and cache the winner by kernel source hash and device."""
+        *batch, m, n, k = program.domain
+        width = "f32" if program.args[0].dtype == "f32" else "16"
+        sides = [s for s in (m, n) if s is not None]
+        smallest = min(sides) if sides else None
+        size = ("small" if smallest is not None and smallest <= 32
+                else "medium" if None not in (m, n) and m * n <= 512 * 512 else "large")
+        return [self.matmul_configs[(width, size)].clamped(m, n, k)]
+
     def plan_blocks(self, program: KernelProgram) -> dict[str, int]:
-        """The constexprs of the kernel: BLOCK (elementwise), or RBLOCK and whether the row loops."""
+        """The constexprs of the kernel: BLOCK (elementwise), RBLOCK and whether the row loops (row),
+        BLOCK_M/N/K and GROUP_M (matmul, with the launch options num_warps and num_stages)."""
+        if program.template == MATMUL:
+            c = self.matmul_candidates(program)[0]
+            return {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m,
+                    "num_warps": c.num_warps, "num_stages": c.num_stages}
         if program.template == ELEMENTWISE:
             numel = _static_numel(program.domain)
             block = self.block if numel is None else max(16, min(self.block, _next_power_of_2(numel)))
@@ -111,6 +161,11 @@ class TritonRenderer:
     def grid(self, program: KernelProgram, blocks: dict[str, int]) -> list[str]:
         """The launch grid as dim expressions over the domain sizes d0, d1, ... (sdc.dialect.symexpr)."""
         dims = [f"d{i}" for i in range(len(program.domain))]
+        if program.template == MATMUL:
+            *batch, m, n, _ = dims
+            tiles = [f"(({m} + {blocks['BLOCK_M'] - 1}) // {blocks['BLOCK_M']})",
+                     f"(({n} + {blocks['BLOCK_N'] - 1}) // {blocks['BLOCK_N']})"]
+            return [" * ".join([*batch, *tiles])]
         if program.template == ELEMENTWISE:
             numel = " * ".join(dims) or "1"
             return [f"({numel} + {blocks['BLOCK'] - 1}) // {blocks['BLOCK']}"]
@@ -118,7 +173,9 @@ class TritonRenderer:
 
     def render(self, program: KernelProgram, entry: str, blocks: dict[str, int]) -> str:
         self.helpers = set()
-        body = (self._elementwise(program) if program.template == ELEMENTWISE
+        self.globals: list[str] = []
+        body = (self._matmul(program) if program.template == MATMUL
+                else self._elementwise(program) if program.template == ELEMENTWISE
                 else self._row(program, looped=bool(blocks.get("looped"))))
         rank = len(program.domain)
         params = []
@@ -126,10 +183,11 @@ class TritonRenderer:
             for i, _ in enumerate(tensors):
                 params += [f"{prefix}{i}"] + [f"{prefix}{i}_s{d}" for d in range(rank)]
         params += [f"d{d}" for d in range(rank)]
-        params += [f"{'BLOCK' if program.template == ELEMENTWISE else 'RBLOCK'}: tl.constexpr"]
+        params += [f"{name}: tl.constexpr" for name in blocks if name not in LAUNCH_OPTIONS]
         header = [f"# sdc generated kernel '{entry}' ({program.template}): " + ", ".join(program.ops), "#",
                   *("# " + line for line in program.dump().splitlines()), "",
-                  "import triton", "import triton.language as tl", ""]
+                  *(["import os"] if self.globals else []),
+                  "import triton", "import triton.language as tl", "", *self.globals, *([""] if self.globals else [])]
         helpers = [_HELPERS[h] for h in sorted(self.helpers)]
         signature = f"@triton.jit\ndef {entry}({', '.join(params)}):\n"
         return "\n".join(header) + "\n" + "\n".join(helpers) + ("\n" if helpers else "") + signature + \
@@ -139,6 +197,10 @@ class TritonRenderer:
 
     def _index_type(self, program: KernelProgram) -> str:
         numel = _static_numel(program.domain)
+        if program.template == MATMUL:  # the largest tensor, not the (M, N, K) iteration space
+            sizes = [_static_numel([program.domain[d] for d in t.map if d is not None])
+                     for t in [*program.args, *(r for r, _ in program.results)]]
+            numel = None if None in sizes else max(sizes)
         return ".to(tl.int64)" if numel is None or numel > self.int32_index_limit else ""
 
     def _elementwise(self, p: KernelProgram) -> list[str]:
@@ -259,6 +321,86 @@ class TritonRenderer:
                 emit(n, body)
             lines += ["    " + b for b in body + stores(True)]
         return lines
+
+    def _matmul(self, p: KernelProgram) -> list[str]:
+        nb = len(p.domain) - 3
+        M, N, K = (f"d{nb}", f"d{nb + 1}", f"d{nb + 2}")
+        rows, cols, inner = nb, nb + 1, nb + 2
+        wide = self._index_type(p)
+        lines = [f"pid = tl.program_id(0){wide}",
+                 f"tiles_m = ({M} + BLOCK_M - 1) // BLOCK_M",
+                 f"tiles_n = ({N} + BLOCK_N - 1) // BLOCK_N",
+                 "tile = pid % (tiles_m * tiles_n)"]
+        if nb:
+            lines.append("batch = pid // (tiles_m * tiles_n)")
+            lines += _decompose("batch", nb)
+        lines += ["# grouped ordering: GROUP_M row tiles in turn read the same columns of B while they are in L2",
+                  "width = GROUP_M * tiles_n",
+                  "first_m = (tile // width) * GROUP_M",
+                  "group_m = tl.minimum(tiles_m - first_m, GROUP_M)",
+                  "pid_m = first_m + (tile % width) % group_m",
+                  "pid_n = (tile % width) // group_m",
+                  "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+                  "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+                  f"rk = tl.arange(0, BLOCK_K){wide}",
+                  f"mask_m = rm < {M}",
+                  f"mask_n = rn < {N}",
+                  "mask = mask_m[:, None] & mask_n[None, :]"]
+
+        def batch_terms(prefix: str, i: int, m) -> list[str]:
+            return [f"i{d} * {prefix}{i}_s{d}" for d in m if d is not None and d < nb]
+
+        names: dict[int, str] = {}
+        for n in p.nodes:
+            names[n.id] = f"x{n.id}"
+            if n.op == "dot":
+                lines += self._dot(p, n, batch_terms, rows, cols, inner)
+                continue
+            if n.op == "load":
+                arg = p.args[n.arg]
+                terms = batch_terms("a", n.arg, arg.map)
+                has_m, has_n = rows in arg.map, cols in arg.map
+                if has_m:
+                    terms.append(f"rm[:, None] * a{n.arg}_s{rows}")
+                if has_n:
+                    terms.append(f"rn[None, :] * a{n.arg}_s{cols}")
+                where = f"a{n.arg} + {' + '.join(terms)}" if terms else f"a{n.arg}"
+                row_mask = {(True, True): "mask", (True, False): "mask_m[:, None]",
+                            (False, True): "mask_n[None, :]"}.get((has_m, has_n))
+                expr = f"tl.load({where}, mask={row_mask}, other=0)" if row_mask else f"tl.load({where})"
+                expr = self._widen(expr, n.dtype)
+            else:
+                expr = self.node(n, [names[a] for a in n.args])
+            lines.append(f"x{n.id} = {expr}")
+        for i, (r, node) in enumerate(p.results):
+            terms = batch_terms("o", i, r.map) + [f"rm[:, None] * o{i}_s{rows}", f"rn[None, :] * o{i}_s{cols}"]
+            lines.append(f"tl.store(o{i} + {' + '.join(terms)}, {self._narrow(names[node], r.dtype)}, mask=mask)")
+        return lines
+
+    def _dot(self, p: KernelProgram, n: Node, batch_terms, rows: int, cols: int, inner: int) -> list[str]:
+        """The K loop: fp32 accumulation of tl.dot over BLOCK_K slices of both operands, masked at the edges."""
+        a, b = n.attrs["lhs"], n.attrs["rhs"]
+        K = f"d{inner}"
+        a_base = " + ".join([f"a{a}", *batch_terms("a", a, p.args[a].map)])
+        b_base = " + ".join([f"a{b}", *batch_terms("a", b, p.args[b].map)])
+        precision = n.attrs.get("input_precision")
+        # input_precision, not the deprecated allow_tf32: both the triton of the GPU host (3.6) and of CI (3.9) take it
+        dot_kw = f', input_precision="{precision}"' if precision else ""
+        body = [f"kk = k + rk",
+                f"mask_k = kk < {K}",
+                f"lhs = tl.load({a_base} + rm[:, None] * a{a}_s{rows} + kk[None, :] * a{a}_s{inner}, "
+                f"mask=mask_m[:, None] & mask_k[None, :], other=0.0)",
+                f"rhs = tl.load({b_base} + kk[:, None] * a{b}_s{inner} + rn[None, :] * a{b}_s{cols}, "
+                f"mask=mask_k[:, None] & mask_n[None, :], other=0.0)"]
+        if p.args[a].dtype == "bf16":
+            # The interpreter of triton 3.9 multiplies bf16 blocks as their raw 16-bit patterns: it gets
+            # them as f32 (exact); compiled kernels keep bf16 tensor cores (the branch folds away).
+            self.globals.append(f"_INTERPRETED = tl.constexpr(os.environ.get(\"TRITON_INTERPRET\", \"0\").strip()"
+                                f".lower() in (\"1\", \"true\", \"on\", \"yes\"))")
+            body += ["if _INTERPRETED:", "    lhs = lhs.to(tl.float32)", "    rhs = rhs.to(tl.float32)"]
+        body.append(f"acc = tl.dot(lhs, rhs, acc{dot_kw})")
+        return ["acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)", f"for k in range(0, {K}, BLOCK_K):",
+                *("    " + line for line in body), f"x{n.id} = acc"]
 
     def _reduce(self, n: Node, block: str) -> str:
         # tl.reduce with combine functions of this file, not tl.sum/tl.max: those are @triton.jit
@@ -465,6 +607,7 @@ class TritonRenderer:
 
 
 _ELEMENT_COMBINE = {"max": "maximum", "min": "minimum"}
+LAUNCH_OPTIONS = ("looped", "num_warps", "num_stages")  # plan_blocks keys that are not constexprs of the signature
 
 
 def _is_float(n: Node) -> bool:

@@ -118,13 +118,24 @@ def op_name(target: Any) -> str:
     return f"{'operator' if module == '_operator' else module}.{getattr(target, '__name__', repr(target))}"
 
 
+def custom_op_name(target: Any) -> str | None:
+    """`mylib::scaled_tanh` for `torch.ops.mylib.scaled_tanh.<overload>`: the name it has in
+    `sdc.custom_op`'s registry; None for ATen ops and Python functions."""
+    if isinstance(target, torch._ops.OpOverload) and target.namespace not in ("aten", "prims"):
+        return f"{target.namespace}::{target.overloadpacket.__name__}"
+    return None
+
+
 def check_supported(graph: torch.fx.Graph, supports: Callable[[torch.fx.Node], bool]) -> None:
-    """One SdcError listing every node whose op the importer lacks: op name and source place."""
+    """One SdcError listing every node whose op the importer lacks: op name and source place
+    (a custom op that sdc.custom_op has not registered, by its registry name)."""
     missing: list[str] = []
     for node in graph.nodes:
         if node.op == "call_function" and not supports(node):
             loc = source_location(node)
-            missing.append(f"{op_name(node.target)} at {loc if loc else '<unknown>'} (node '{node.name}')")
+            custom = custom_op_name(node.target)
+            what = f"custom op '{custom}' (not registered with sdc.custom_op)" if custom else op_name(node.target)
+            missing.append(f"{what} at {loc if loc else '<unknown>'} (node '{node.name}')")
         elif node.op not in ("placeholder", "output", "call_function", "get_attr"):
             missing.append(f"{node.op} {node.target} (node '{node.name}')")
     if missing:

@@ -22,10 +22,11 @@ import sympy
 import torch
 import torch.fx
 
-from sdc import dtypes
+from sdc import custom_ops, dtypes
 from sdc.dialect.shapes import ShapeError
 from sdc.frontend.builder import Builder
-from sdc.frontend.torch.export import ASSERT_TARGETS, op_name
+from sdc.frontend.custom import emit_custom
+from sdc.frontend.torch.export import ASSERT_TARGETS, custom_op_name, op_name
 from sdc.frontend.values import V, is_int, sym_int
 
 BIG = 2**63 - 1  # ATen's "to the end" for slice ends
@@ -105,6 +106,9 @@ class AtenImporter:
             return True
         if is_size_value(result_meta(node)):  # size arithmetic, sym_size, sym_numel
             return True
+        custom = custom_op_name(node.target)
+        if custom is not None:
+            return custom_ops.is_registered(custom)
         name = packet(node.target)
         return name is not None and name in cls.supported_packets()
 
@@ -112,6 +116,9 @@ class AtenImporter:
 
     def import_node(self, node: torch.fx.Node, args: list, kwargs: dict) -> Any:
         self.node = node
+        custom = custom_op_name(node.target)
+        if custom is not None:
+            return self.custom(custom, args, kwargs)
         name = packet(node.target)
         method = getattr(self, f"aten_{name}", None)
         if method is not None:
@@ -130,6 +137,31 @@ class AtenImporter:
         if name in IDENTITY:
             return args[0]
         raise ShapeError(f"no importer for {op_name(node.target)}")
+
+    def custom(self, name: str, args: list, kwargs: dict) -> Any:
+        """A registered custom op: its tensor arguments (in schema order) become the operands, the
+        others its attributes by schema name, with the schema's defaults for those not given."""
+        schema = self.node.target._schema
+        given = dict(zip((a.name for a in schema.arguments), args))
+        given.update(kwargs)
+        inputs: list[V] = []
+        attrs: dict[str, Any] = {}
+        for a in schema.arguments:
+            if a.name in given:
+                value = given[a.name]
+            elif a.has_default_value():
+                value = a.default_value
+            else:
+                continue
+            if isinstance(value, V):
+                inputs.append(value)
+            elif value is None and isinstance(a.type, torch.OptionalType) and \
+                    isinstance(a.type.getElementType(), torch.TensorType):
+                raise ShapeError(f"custom op '{name}': optional tensor argument '{a.name}' is None; pass a tensor")
+            else:
+                attrs[a.name] = value
+        outs = emit_custom(self.b, name, inputs, attrs)
+        return outs[0] if len(outs) == 1 and not isinstance(result_meta(self.node), (list, tuple)) else outs
 
     # ---------------------------------------------------------------- helpers
 

@@ -1,0 +1,292 @@
+"""The memory plan: one arena per rank, and an offset in it for every intermediate a step makes.
+
+Why: a call of a compiled program should not ask an allocator for memory once per value. The
+planner knows, at compile time, when each value is made and when it is last read, so values whose
+lifetimes do not overlap can share bytes of one buffer (the *arena*), which the runtime allocates
+once per executable. On CUDA that also gives every kernel a fixed address, which a captured CUDA
+graph needs (sdc/runtime/cuda_graphs.py).
+
+What is planned (`plan_rank_memory`): the values that cross steps, i.e. the outputs of launch and
+collective steps that a later step reads. Temporaries inside one reference kernel group are the
+group's own business (torch allocates them; a generated kernel keeps them in registers). Not planned:
+inputs, weights and rank outputs (an output is handed to the caller, who keeps it past the next
+call), and values whose size is not known at compile time. A value with symbolic dims is planned at
+its *upper bound* when the guards bound every symbol it uses (`--input-shape B=1..64` gives
+`B <= 64`) and its dims grow with their symbols (`+`, `*`, `//` by a constant): at run time it then
+takes a prefix of its slot. A value with an unbounded symbol, or a dim expression that can shrink as
+a symbol grows, is left to the allocator.
+
+Time is the step index of the launch or collective that makes or reads a value: a value is live from
+the step that makes it through the last step that reads it (both ends included, so a kernel never
+writes over its own operands). A value that is left to the allocator may be a view of a planned one
+(a reshape that returns a view of its operand); every planned value it may hold stays live as long
+as it does, so its memory is not given away under it (an output that views the arena is copied by
+the runtime before it is returned). A collective's operands stay live to the end of the call: a
+collective may still read them after its step (on its own stream, or on another rank's thread in
+the simulator), and the plan does not say when it is done.
+
+The placement is *greedy by size* (the strategy of TFLite's arena planner): buffers sorted by size,
+largest first, each placed at the lowest aligned offset where it overlaps no buffer already placed
+whose lifetime overlaps its own. Its peak is at least the largest number of bytes live at one time
+(`max_live_bytes`, a lower bound every placement obeys) and at most the sum of the sizes.
+
+Everything here works on plain data (the plan's JSON dicts), so it is unit-tested without MLIR.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from sdc import dtypes
+from sdc.dialect import symexpr
+
+ALIGNMENT = 256  # bytes: what cudaMalloc gives, and enough for any vector load
+LAUNCH = "launch"
+COLLECTIVE = "collective"
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One value to place: `size` bytes live from time `start` through time `end` (inclusive)."""
+
+    name: str
+    size: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each buffer goes: `offsets[name]` in an arena of `size` bytes."""
+
+    size: int
+    offsets: dict[str, int]
+    alignment: int
+
+
+def aligned(n: int, alignment: int = ALIGNMENT) -> int:
+    return -(-n // alignment) * alignment
+
+
+def _overlap_in_time(a: Buffer, b: Buffer) -> bool:
+    return a.start <= b.end and b.start <= a.end
+
+
+def place(buffers: Sequence[Buffer], alignment: int = ALIGNMENT) -> Placement:
+    """Greedy by size: the largest buffer first, each at the lowest aligned offset that is free
+    for its whole lifetime."""
+    if alignment <= 0 or alignment & (alignment - 1):
+        raise ValueError(f"alignment must be a power of two, got {alignment}")
+    order = sorted(buffers, key=lambda b: (-b.size, -(b.end - b.start), b.start, b.name))
+    placed: list[tuple[Buffer, int, int]] = []  # (buffer, offset, aligned size)
+    offsets: dict[str, int] = {}
+    size = 0
+    for buf in order:
+        if buf.name in offsets:
+            raise ValueError(f"buffer '{buf.name}' is listed twice")
+        need = aligned(buf.size, alignment)
+        busy = sorted((off, off + n) for other, off, n in placed if _overlap_in_time(buf, other))
+        offset = 0
+        for lo, hi in busy:
+            if offset + need <= lo:
+                break
+            offset = max(offset, hi)
+        offsets[buf.name] = offset
+        placed.append((buf, offset, need))
+        size = max(size, offset + need)
+    return Placement(size, offsets, alignment)
+
+
+def max_live_bytes(buffers: Iterable[Buffer], alignment: int = ALIGNMENT) -> int:
+    """The most (aligned) bytes live at one time: no placement can use less."""
+    events: dict[int, int] = {}
+    for b in buffers:
+        n = aligned(b.size, alignment)
+        events[b.start] = events.get(b.start, 0) + n
+        events[b.end + 1] = events.get(b.end + 1, 0) - n
+    live = peak = 0
+    for t in sorted(events):
+        live += events[t]
+        peak = max(peak, live)
+    return peak
+
+
+def check_placement(buffers: Sequence[Buffer], placement: Placement) -> None:
+    """ValueError unless every buffer is aligned, inside the arena, and apart from every buffer it
+    is live with (a quadratic check, for tests and small plans)."""
+    spans = []
+    for b in buffers:
+        off = placement.offsets[b.name]
+        if off % placement.alignment or off < 0 or off + b.size > placement.size:
+            raise ValueError(f"buffer '{b.name}' at offset {off} ({b.size} bytes) is misaligned or outside "
+                             f"the arena of {placement.size} bytes")
+        spans.append((b, off, off + b.size))
+    for i, (a, lo_a, hi_a) in enumerate(spans):
+        for b, lo_b, hi_b in spans[i + 1:]:
+            if _overlap_in_time(a, b) and lo_a < hi_b and lo_b < hi_a and a.size and b.size:
+                raise ValueError(f"buffers '{a.name}' and '{b.name}' are live together and overlap in memory")
+
+
+# ---------------------------------------------------------------- sizes
+
+def symbol_bounds(conditions: Iterable[str]) -> dict[str, int]:
+    """Upper bounds on symbols that the guards state (`1 <= B <= 64`, `S < 512`, `N == 8`, joined
+    by `and`); a condition in any other form bounds nothing."""
+    bounds: dict[str, int] = {}
+
+    def note(name: str, hi: int) -> None:
+        bounds[name] = min(hi, bounds.get(name, hi))
+
+    def visit(node: symexpr.Node) -> None:
+        if isinstance(node, symexpr.BoolOp) and node.op == "and":
+            for part in node.parts:
+                visit(part)
+        elif isinstance(node, symexpr.Compare):
+            for op, lhs, rhs in zip(node.ops, node.terms, node.terms[1:]):
+                if isinstance(lhs, symexpr.Sym) and isinstance(rhs, symexpr.Int) and op in ("<=", "<", "=="):
+                    note(lhs.name, rhs.value - (op == "<"))
+                elif isinstance(lhs, symexpr.Int) and isinstance(rhs, symexpr.Sym) and op in (">=", ">", "=="):
+                    note(rhs.name, lhs.value - (op == ">"))
+
+    for text in conditions:
+        try:
+            visit(symexpr.parse_condition(text))
+        except symexpr.SymExprError:
+            continue
+    return bounds
+
+
+def _grows(node: symexpr.Node) -> bool:
+    """True when the dim expression never shrinks as a symbol grows (symbols are >= 0)."""
+    if isinstance(node, (symexpr.Int, symexpr.Sym)):
+        return True
+    if isinstance(node, symexpr.BinOp):
+        if node.op in ("+", "*"):
+            return _grows(node.lhs) and _grows(node.rhs)
+        if node.op == "//":
+            return _grows(node.lhs) and isinstance(node.rhs, symexpr.Int) and node.rhs.value > 0
+    return False
+
+
+def max_bytes(value: Mapping, bounds: Mapping[str, int]) -> int | None:
+    """The most bytes a value of the plan can take (its dims at the symbols' upper bounds), or None
+    when that is not known at compile time."""
+    n = dtypes.itemsize(value["dtype"])
+    for d in value["shape"]:
+        if isinstance(d, int):
+            n *= d
+            continue
+        if d == "?":
+            return None
+        try:
+            node = symexpr.parse(d)
+        except symexpr.SymExprError:
+            return None
+        names = symexpr.free_symbols(node)
+        if not _grows(node) or any(s not in bounds for s in names):
+            return None
+        n *= max(symexpr.evaluate(node, {s: bounds[s] for s in names}), 0)
+    return n
+
+
+# ---------------------------------------------------------------- a rank's plan
+
+def _step_reads(step: Mapping) -> list[str]:
+    if step["kind"] == LAUNCH:
+        return list(step["inputs"])
+    return list(step.get("inputs", [])) if step["kind"] == COLLECTIVE else []
+
+
+def _writes_directly(step: Mapping) -> bool:
+    """True for a generated kernel: it writes its results into the buffers it is given (no copy)."""
+    return step["kind"] == LAUNCH and step.get("kernel", {}).get("backend") == "triton"
+
+
+def rank_buffers(values: Mapping[str, Mapping], outputs: Sequence[str], steps: Sequence[Mapping],
+                 bounds: Mapping[str, int], direct_only: bool = False) -> list[Buffer]:
+    """The buffers of one rank's steps (plan.json v2 dicts): the planned values with their sizes and
+    lifetimes, lifetimes stretched over the values that may view them (module docstring).
+    `direct_only`: plan only the results of generated kernels (see `plan_rank_memory`)."""
+    returned = set(outputs)
+    made: dict[str, int] = {}
+    last: dict[str, int] = {}
+    planned: dict[str, int] = {}  # value -> bytes
+    holds: dict[str, set[str]] = {}  # an unplanned value -> the planned values it may view
+    order: list[str] = []
+    for t, step in enumerate(steps):
+        if step["kind"] not in (LAUNCH, COLLECTIVE):
+            continue
+        reads = _step_reads(step)
+        for vid in reads:  # a collective's operands: live to the end of the call (module docstring)
+            last[vid] = len(steps) if step["kind"] == COLLECTIVE else t
+        for vid in step.get("outputs", []):
+            made[vid] = t
+            order.append(vid)
+            size = (None if vid in returned or "weight" in values[vid] or (direct_only and not _writes_directly(step))
+                    else max_bytes(values[vid], bounds))
+            if size is not None:
+                planned[vid] = size
+                continue
+            viewed = set()
+            for r in reads:
+                viewed |= {r} if r in planned else holds.get(r, set())
+            if viewed:
+                holds[vid] = viewed
+    end = {vid: last.get(vid, made[vid]) for vid in planned}
+    forever = len(steps)
+    for vid, viewed in holds.items():
+        until = forever if vid in returned else last.get(vid, made[vid])
+        for p in viewed:
+            end[p] = max(end[p], until)
+    return [Buffer(vid, planned[vid], made[vid], end[vid]) for vid in order if vid in planned]
+
+
+def plan_rank_memory(values: Mapping[str, Mapping], outputs: Sequence[str], steps: Sequence[dict],
+                     conditions: Iterable[str] = (), alignment: int = ALIGNMENT,
+                     direct_only: bool = False) -> dict | None:
+    """The rank's `arena` (plan.json; None when nothing is planned). The steps stay as they are:
+    a placed value takes its bytes when the step that makes it runs (docs/artifact.md).
+
+    `direct_only` (targets with generated kernels): only generated kernels' results go in the arena,
+    since they write there directly; a reference kernel's torch result would have to be copied in,
+    which costs a pass over its bytes, so on such targets those stay with torch's allocator (on CUDA
+    its caching allocator, or the private pool of a captured graph). On the reference (cpu) target
+    every planned value is in the arena; the runtime uses it there only when asked (docs/runtime.md)."""
+    bounds = symbol_bounds(conditions)
+    buffers = rank_buffers(values, outputs, steps, bounds, direct_only)
+    if not buffers:
+        return None
+    placement = place(buffers, alignment)
+    arena = {"bytes": placement.size, "alignment": alignment,
+             "offsets": {b.name: placement.offsets[b.name] for b in buffers},
+             "max_live_bytes": max_live_bytes(buffers, alignment),
+             "unshared_bytes": sum(aligned(b.size, alignment) for b in buffers)}
+    symbols = sorted({s for b in buffers for d in values[b.name]["shape"] if isinstance(d, str)
+                      for s in symexpr.free_symbols(d)})
+    if symbols:
+        arena["bounds"] = {s: bounds[s] for s in symbols}
+    return arena
+
+
+def arena_summary(arena: Mapping | None) -> str:
+    """One line for `sdc inspect`: the arena's size, against the lower bound and against no reuse."""
+    if not arena:
+        return "none (no intermediate crosses a step with a size known at compile time)"
+    size, live, unshared = arena["bytes"], arena.get("max_live_bytes"), arena.get("unshared_bytes")
+    parts = [f"{_format_bytes(size)} for {len(arena['offsets'])} values"]
+    if live:
+        parts.append(f"max live {_format_bytes(live)} ({size / live:.2f}x)")
+    if unshared:
+        parts.append(f"without reuse {_format_bytes(unshared)}")
+    if arena.get("bounds"):
+        parts.append("at " + ", ".join(f"{k}={v}" for k, v in arena["bounds"].items()))
+    return ", ".join(parts)
+
+
+def _format_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    exp = min(int(math.log(n, 1024)), 3)
+    return f"{n / 1024 ** exp:.1f} {('B', 'KiB', 'MiB', 'GiB')[exp]}"

@@ -1,0 +1,78 @@
+"""`sdc.custom`: an op the user registered with `sdc.custom_op` (sdc/custom_ops.py).
+
+One generic op rather than an op per registration: the dialect's ops are fixed when it loads,
+and the IR text, plan.json and an artifact then carry only the registered name (plus the
+attributes as JSON), which any process that made the same registration can run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sdc import custom_ops
+from sdc.diagnostics import SdcError
+from sdc.dialect.opdef import OpDef, attr, register
+from sdc.dialect.shapes import ShapeContext, ShapeError, TensorSpec
+from sdc.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")
+
+CUSTOM = "custom"
+# IRDL gives every member of a variadic group one type, so the operands and results are optional
+# slots, each typed on its own (OpDef.operand_slots); the op uses the first n of them.
+MAX_INPUTS = 8
+MAX_RESULTS = 4
+
+
+def _registered(name: str) -> custom_ops.CustomOp:
+    try:
+        return custom_ops.lookup(name)
+    except SdcError as e:
+        raise ShapeError(str(e)) from None
+
+
+def _custom_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
+    op = _registered(attrs["name"])
+    if len(ins) > MAX_INPUTS:
+        ctx.fail(f"custom op '{op.name}' has {len(ins)} inputs; sdc.custom takes at most {MAX_INPUTS}")
+    results = op.infer(ins, custom_ops.decode_attributes(attrs["attributes"]))
+    if len(results) > MAX_RESULTS:
+        ctx.fail(f"custom op '{op.name}' has {len(results)} results; sdc.custom gives at most {MAX_RESULTS}")
+    return results
+
+
+def _custom_ref(env, a, *inputs):
+    op = custom_ops.lookup(a["name"])
+    return op.run(inputs, custom_ops.decode_attributes(a["attributes"]))
+
+
+register(OpDef(
+    name=CUSTOM, family="custom",
+    summary="a user-registered op (sdc.custom_op)",
+    doc=("Runs the op registered under `name` with `sdc.custom_op` (see docs/custom-ops.md): its shape rule "
+         "gives the result types and its reference computes the values, both looked up by name in the running "
+         "process, which must have made the registration. `attributes` holds the op's attributes as a JSON "
+         "object; the reference and the shape rule receive them as keyword arguments."),
+    operands=("input",), variadic_operand=True, results=("result",), variadic_results=True,
+    operand_slots=MAX_INPUTS, result_slots=MAX_RESULTS,
+    attrs={
+        "name": attr("str", doc="the registered name, `namespace::op`"),
+        "attributes": attr("str", default="{}", doc="the op's attributes, a JSON object"),
+    },
+    shape=_custom_rule, ref=_custom_ref,
+    example=('%2 = "sdc.custom"(%0, %1) {attributes = "{\\"scale\\":0.5}", name = "example::scaled_tanh", '
+             "operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} "
+             ": (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>"),
+))
+
+
+# The op the example above (and docs/dialect.md's, which is checked to verify) runs: x's tanh times
+# the broadcast w, times `scale`. The `example` namespace is sdc's; users register in their own.
+custom_ops.custom_op(
+    "example::scaled_tanh",
+    shape=lambda x, w, *, scale: x,
+    reference=lambda x, w, *, scale: torch.tanh(x) * w * scale,
+)

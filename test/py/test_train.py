@@ -1,0 +1,212 @@
+"""sdc.compile_train against torch eager training: same init (a copy of the torch model), same data,
+fp32, 20 steps; the loss curve and the final parameters must agree. Also: clipping by global norm,
+a learning rate changed mid-run (no recompile), a checkpoint saved at step 10 and resumed in a fresh
+process (steps 11-20 equal the uninterrupted run exactly), and the errors.
+
+Models: an MLP with a cross-entropy loss. Convolution and pooling have no derivative rules yet
+(sdc/dialect/derivatives.py PENDING), so no CNN here.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import sdc
+import sdc.optim
+from sdc.diagnostics import SdcError
+from sdc.runtime.state import check_state
+
+STEPS = 20
+RTOL, ATOL = 1e-4, 1e-5  # f32, 20 steps of a small MLP (sdc and torch sum in different orders)
+
+
+def _mlp(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(10, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 5))
+
+
+def _data(seed: int, steps: int = STEPS) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(seed)
+    return [(torch.randn(8, 10, generator=gen), torch.randint(0, 5, (8,), generator=gen)) for _ in range(steps)]
+
+
+def _torch_run(model: nn.Module, make_opt, data, *, clip: float | None = None, lrs=None) -> list[float]:
+    opt = make_opt(model.parameters())
+    losses = []
+    for i, (x, y) in enumerate(data):
+        if lrs is not None:
+            for group in opt.param_groups:
+                group["lr"] = lrs[i]
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _check_against_torch(step: sdc.train.TrainStep, model: nn.Module, sdc_losses, torch_losses) -> None:
+    torch.testing.assert_close(torch.tensor(sdc_losses), torch.tensor(torch_losses), rtol=RTOL, atol=ATOL)
+    mine = step.state_dict()
+    assert set(mine) == {n for n, _ in model.named_parameters()}
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(mine[name], p.detach(), rtol=RTOL, atol=ATOL, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("name, optimizer, make_opt, clip", [
+    ("sgd-momentum", sdc.optim.SGD(lr=0.05, momentum=0.9, weight_decay=1e-3),
+     lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-3), None),
+    ("sgd-nesterov-clip", sdc.optim.SGD(lr=0.1, momentum=0.8, nesterov=True, clip_grad_norm=0.25),
+     lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.8, nesterov=True), 0.25),
+    ("adamw", sdc.optim.AdamW(lr=3e-3, betas=(0.85, 0.99), eps=1e-7, weight_decay=0.1),
+     lambda ps: torch.optim.AdamW(ps, lr=3e-3, betas=(0.85, 0.99), eps=1e-7, weight_decay=0.1), None),
+    ("adam-clip", sdc.optim.Adam(lr=1e-2, weight_decay=1e-2, clip_grad_norm=0.5),
+     lambda ps: torch.optim.Adam(ps, lr=1e-2, weight_decay=1e-2), 0.5),
+])
+def test_matches_torch_eager(name, optimizer, make_opt, clip):
+    model, data = _mlp(1), _data(2)
+    reference = copy.deepcopy(model)
+    step = sdc.compile_train(model, data[0], loss=F.cross_entropy, optimizer=optimizer)
+    losses = [step(x, y) for x, y in data]
+    want = _torch_run(reference, make_opt, data, clip=clip)
+    _check_against_torch(step, reference, losses, want)
+    assert step.step_count == STEPS
+    # the model handed in is untouched: the state lives in the step
+    torch.testing.assert_close(dict(model.named_parameters())["0.weight"], dict(_mlp(1).named_parameters())["0.weight"])
+    if clip is not None:  # clipping must have been active, or the test proves nothing about it
+        probe = copy.deepcopy(_mlp(1))
+        F.cross_entropy(probe(data[0][0]), data[0][1]).backward()
+        assert torch.nn.utils.clip_grad_norm_(probe.parameters(), float("inf")) > clip
+
+
+def test_learning_rate_changes_without_recompiling():
+    model, data = _mlp(3), _data(4)
+    reference = copy.deepcopy(model)
+    step = sdc.compile_train(model, data[0], loss=F.cross_entropy, optimizer=sdc.optim.AdamW(lr=1e-2))
+    program = step.program.exe
+    lrs = [1e-2] * 7 + [1e-3] * 7 + [3e-2] * 6
+    losses = [step.step(x, y, lr=lr) if i >= 7 else step(x, y) for i, ((x, y), lr) in enumerate(zip(data, lrs))]
+    assert step.program.exe is program
+    want = _torch_run(reference, lambda ps: torch.optim.AdamW(ps, lr=1e-2), data, lrs=lrs)
+    _check_against_torch(step, reference, losses, want)
+    assert step.optimizer_state()["2.bias"]["exp_avg"].shape == (32,)
+
+
+_RESUME = textwrap.dedent("""
+    import sys, json, torch
+    import sdc
+    step = sdc.load_train(sys.argv[1])
+    data = torch.load(sys.argv[2])
+    losses = [step(x, y) for x, y in data]
+    torch.save({"losses": losses, "state": step.state_dict(), "step": step.step_count}, sys.argv[3])
+    print("mlir loaded:", any(m.startswith("torch_mlir") for m in sys.modules))
+""")
+
+
+def test_save_resume_in_a_fresh_process_is_bit_exact(tmp_path: Path):
+    model, data = _mlp(5), _data(6)
+    optimizer = sdc.optim.AdamW(lr=5e-3, weight_decay=0.05, clip_grad_norm=1.0)
+    whole = sdc.compile_train(copy.deepcopy(model), data[0], loss=F.cross_entropy, optimizer=optimizer)
+    losses = [whole(x, y) for x, y in data]
+    first = sdc.compile_train(model, data[0], loss=F.cross_entropy, optimizer=optimizer)
+    assert [first(x, y) for x, y in data[:10]] == losses[:10]
+    ckpt = first.save(tmp_path / "ckpt")
+    index = json.loads((ckpt / "checkpoint.json").read_text())
+    assert index["step"] == 10 and set(index["files"]) == {"state.safetensors", "program.sdc/manifest.json"}
+    first.save(tmp_path / "ckpt")  # replacing a checkpoint works
+    torch.save(data[10:], tmp_path / "data.pt")
+    script = tmp_path / "resume.py"
+    script.write_text(_RESUME)
+    run = subprocess.run([sys.executable, str(script), str(ckpt), str(tmp_path / "data.pt"), str(tmp_path / "out.pt")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "mlir loaded: False" in run.stdout  # resuming needs only the runtime
+    out = torch.load(tmp_path / "out.pt")
+    assert out["losses"] == losses[10:]
+    assert out["step"] == STEPS
+    final = whole.state_dict()
+    for name, t in out["state"].items():
+        assert torch.equal(t, final[name]), name
+
+
+def test_checkpoint_errors(tmp_path: Path):
+    model, data = _mlp(7), _data(8, steps=2)
+    step = sdc.compile_train(model, data[0], loss=F.cross_entropy, optimizer=sdc.optim.SGD(lr=0.1))
+    step(*data[0])
+    ckpt = step.save(tmp_path / "ckpt")
+    with pytest.raises(SdcError, match="has no checkpoint.json"):
+        sdc.load_train(tmp_path)
+    state = ckpt / "state.safetensors"
+    state.write_bytes(state.read_bytes()[:-4] + b"\0\0\0\1")
+    with pytest.raises(SdcError, match=r"state.safetensors does not match its SHA-256 in checkpoint.json"):
+        sdc.load_train(ckpt)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("mine")
+    with pytest.raises(SdcError, match="exists and is not an sdc checkpoint"):
+        step.save(tmp_path / "other")
+    with pytest.raises(SdcError, match="missing input 'batch_1'"):
+        step(data[0][0])
+
+
+def test_argument_errors():
+    with pytest.raises(SdcError, match=r"lr must be a finite number >= 0, found -1"):
+        sdc.optim.AdamW(lr=-1)
+    with pytest.raises(SdcError, match="nesterov=True needs a momentum > 0"):
+        sdc.optim.SGD(lr=0.1, nesterov=True)
+    with pytest.raises(SdcError, match=r"betas\[1\] must be in \[0, 1\)"):
+        sdc.optim.Adam(betas=(0.9, 1.0))
+    with pytest.raises(SdcError, match="trains a torch.nn.Module"):
+        sdc.compile_train(lambda x: x, (torch.ones(1), torch.ones(1)), loss=F.mse_loss, optimizer=sdc.optim.SGD())
+    with pytest.raises(SdcError, match="optimizer must be an sdc.optim optimizer"):
+        sdc.compile_train(_mlp(0), _data(0, 1)[0], loss=F.cross_entropy, optimizer=torch.optim.SGD)
+    with pytest.raises(SdcError, match="unknown optimizer 'lamb'"):
+        sdc.optim.from_options({"optimizer": "lamb"})
+
+
+def test_state_table_is_checked():
+    entry = {"inputs": [{"name": "w", "dtype": "f32", "shape": [2]}],
+             "outputs": [{"name": "loss", "dtype": "f32", "shape": []}, {"name": "next.w", "dtype": "f32", "shape": [2]}]}
+
+    def bad(message: str) -> SdcError:
+        return SdcError(message)
+
+    good = {"name": "w", "input": "w", "output": "next.w", "dtype": "f32", "shape": [2], "weight": "state/w"}
+    assert [s.output for s in check_state({**entry, "state": [good]}, bad)] == ["next.w"]
+    with pytest.raises(SdcError, match=r"names output 'loss2', which the entry does not have"):
+        check_state({**entry, "state": [{**good, "output": "loss2"}]}, bad)
+    with pytest.raises(SdcError, match=r"its output 'loss' is f32\[\]"):
+        check_state({**entry, "state": [{**good, "output": "loss"}]}, bad)
+    with pytest.raises(SdcError, match="must have string fields"):
+        check_state({**entry, "state": [{"name": "w"}]}, bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_cuda_step_matches_torch_eager_on_cuda(target: str, tmp_path: Path):
+    """The same plan on the GPU: state resident on cuda, 20 AdamW steps against torch eager on cuda
+    (TF32 off on both sides), then a checkpoint resumed onto the GPU."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model, data = _mlp(9), _data(10)
+    reference = copy.deepcopy(model).cuda()
+    step = sdc.compile_train(model, data[0], loss=F.cross_entropy, optimizer=sdc.optim.AdamW(lr=3e-3, clip_grad_norm=1.0),
+                             target=target, device="cuda")
+    assert all(t.device.type == "cuda" for t in step.program.state.values())
+    losses = [step(x.cuda(), y.cuda()) for x, y in data]
+    want = _torch_run(reference, lambda ps: torch.optim.AdamW(ps, lr=3e-3), [(x.cuda(), y.cuda()) for x, y in data],
+                      clip=1.0)
+    _check_against_torch(step, reference, losses, want)
+    resumed = sdc.load_train(step.save(tmp_path / "ckpt"), device="cuda")
+    assert resumed.step_count == STEPS and resumed(data[0][0].cuda(), data[0][1].cuda()) == step(*(t.cuda() for t in data[0]))
