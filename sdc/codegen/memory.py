@@ -35,12 +35,12 @@ Everything here works on plain data (the plan's JSON dicts), so it is unit-teste
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from sdc import dtypes
 from sdc.dialect import symexpr
+from sdc.fmt import format_bytes
 
 ALIGNMENT = 256  # bytes: what cudaMalloc gives, and enough for any vector load
 LAUNCH = "launch"
@@ -271,22 +271,19 @@ def plan_rank_memory(values: Mapping[str, Mapping], outputs: Sequence[str], step
 
 
 def arena_summary(arena: Mapping | None) -> str:
-    """One line for `sdc inspect`: the arena's size, against the lower bound and against no reuse."""
+    """One line for `sdc inspect`: the arena's size, against the lower bound and against no reuse.
+
+    `arena` is a plan's `arena` whose size, offsets and bounds the artifact reader has checked; the
+    two report-only sizes are shown only when they are sizes."""
     if not arena:
         return "none (no intermediate crosses a step with a size known at compile time)"
-    size, live, unshared = arena["bytes"], arena.get("max_live_bytes"), arena.get("unshared_bytes")
-    parts = [f"{_format_bytes(size)} for {len(arena['offsets'])} values"]
-    if live:
-        parts.append(f"max live {_format_bytes(live)} ({size / live:.2f}x)")
-    if unshared:
-        parts.append(f"without reuse {_format_bytes(unshared)}")
+    size = arena["bytes"]
+    live, unshared = arena.get("max_live_bytes"), arena.get("unshared_bytes")
+    parts = [f"{format_bytes(size)} for {len(arena['offsets'])} values"]
+    if isinstance(live, int) and not isinstance(live, bool) and live > 0:
+        parts.append(f"max live {format_bytes(live)} ({size / live:.2f}x)")
+    if isinstance(unshared, int) and not isinstance(unshared, bool) and unshared > 0:
+        parts.append(f"without reuse {format_bytes(unshared)}")
     if arena.get("bounds"):
         parts.append("at " + ", ".join(f"{k}={v}" for k, v in arena["bounds"].items()))
     return ", ".join(parts)
-
-
-def _format_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    exp = min(int(math.log(n, 1024)), 3)
-    return f"{n / 1024 ** exp:.1f} {('B', 'KiB', 'MiB', 'GiB')[exp]}"

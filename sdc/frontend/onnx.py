@@ -28,6 +28,7 @@ from onnx import numpy_helper
 from sdc import custom_ops, limits
 from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
+from sdc.dialect.ir import MAX_DIM
 from sdc.dialect.op_classes import new_context
 from sdc.dialect.shapes import DYN, ShapeError
 from sdc.dialect.symexpr import SymExprError, to_text
@@ -356,7 +357,10 @@ def import_onnx(model, input_shapes: dict[str, list] | None = None, config: Impo
         raise SdcError(f"--input-shape names '{unknown[0]}', which is not a model input (inputs: {names})")
     ctx = new_context()
     with ctx, ir.Location.unknown():
-        return _Importer(proto, index, config, ctx, source).run()
+        try:
+            return _Importer(proto, index, config, ctx, source).run()
+        except ShapeError as e:  # outside a node (the signature, the outputs): the model's own declarations
+            raise SdcError(str(e)) from None
 
 
 class _Importer:
@@ -471,6 +475,9 @@ class _Importer:
             raise SdcError(f"input '{inp.name}' has unsupported element type {dtype_name(ttype.elem_type)}")
         dims = []
         for i, d in enumerate(ttype.shape.dim):
+            if d.HasField("dim_value") and d.dim_value >= MAX_DIM:
+                raise SdcError(f"input '{inp.name}' dim {i} is {d.dim_value}: too large for a tensor dim (sizes are "
+                               "0 to 2^62)")
             if d.HasField("dim_value") and d.dim_value >= 0:
                 dims.append(int(d.dim_value))
             elif d.HasField("dim_param") and d.dim_param:

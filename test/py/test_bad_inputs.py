@@ -342,3 +342,31 @@ def test_fewer_results_than_outputs_and_dims_past_int64():
     tile = h.make_node("Tile", ["x", "r"], ["y"], name="tile")
     m = model([tile], [f32("x", [4])], [f32("y", None)], [i64("r", [2**62])])
     assert re.search(r"node 'tile' \(Tile\): a dim of \d+ cannot be a tensor dim \(sizes are 0 to 2\^62\)", import_error(m))
+
+
+STATIC_CHAIN = """
+func.func @main(%x: tensor<4x8xf32> {sdc.name = "x"}) -> tensor<4x8xf32> {
+  %0 = "sdc.exp"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = "sdc.softmax"(%0) {axis = -1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = "sdc.log_softmax"(%1) {axis = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
+}
+"""
+
+
+def test_inspect_reads_the_arenas_report_fields_defensively(tmp_path):
+    # Found by the fuzzer (artifact:12:11968): a string where the arena's report-only size was.
+    path = tmp_path / "chain.sdc"
+    compile_module(parse_module(STATIC_CHAIN), {}, output=path)
+    assert json.loads((path / "plan.json").read_text())["ranks"][0].get("arena"), "the chain has a memory plan"
+    edit(path, "plan.json", lambda p: p["ranks"][0]["arena"].update(unshared_bytes="many", max_live_bytes=[1]))
+    r = subprocess.run([sys.executable, "-m", "sdc", "inspect", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "memory plan: arena" in r.stdout and "without reuse" not in r.stdout
+
+
+def test_an_input_dim_past_int64_is_a_model_error():
+    # Found by the fuzzer (onnx-struct:12:1091): an input declared with a dim of 2^62.
+    relu = h.make_node("Relu", ["x"], ["y"], name="r")
+    m = model([relu], [f32("x", [2**62, 2])], [f32("y", None)])
+    assert "input 'x' dim 0 is 4611686018427387904: too large for a tensor dim" in import_error(m)
