@@ -94,7 +94,7 @@ def _total(items: list[dict]) -> str:
     for c in items:
         if not c["bytes"].isdigit():
             symbolic[c["bytes"]] = symbolic.get(c["bytes"], 0) + 1
-    parts = [_human(static)] if static or not symbolic else []
+    parts = [format_bytes(static)] if static or not symbolic else []
     parts += [f"{n}*{s} B" if n > 1 else f"{s} B" for s, n in symbolic.items()]
     return " + ".join(parts)
 

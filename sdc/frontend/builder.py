@@ -328,3 +328,32 @@ def assume_le(builder: Builder, lhs, rhs, why: str) -> None:
     condition = f"{Builder.dim_text(sym_int(sympy.sympify(lhs)))} <= {Builder.dim_text(sym_int(sympy.sympify(rhs)))}"
     if all(condition != c for c, _ in builder.guards):
         builder.guards.append((condition, why))
+
+
+# ---------------------------------------------------------------- what every frontend does at the end
+
+
+def dims_text(sym) -> list | None:
+    """A value's symbolic dims for `sdc.dims` (None when a dim is unknown or inexpressible)."""
+    out = []
+    for d in sym:
+        if d is DYN:
+            return None
+        try:
+            out.append(d if is_int(d) else to_text(d))
+        except SymExprError:
+            return None
+    return out
+
+
+def verify_imported(op: ir.Operation) -> None:
+    """The imported module must verify; SdcError with MLIR's messages otherwise (a frontend's bug or a
+    model the frontend let through, never a traceback)."""
+    from sdc.diagnostics import SdcError
+    from sdc.mlir import MLIRError
+
+    try:
+        op.verify()
+    except MLIRError as e:
+        detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
+        raise SdcError(f"imported IR does not verify: {detail}") from None

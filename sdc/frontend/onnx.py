@@ -30,10 +30,9 @@ from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
 from sdc.dialect.ir import MAX_DIM
 from sdc.dialect.op_classes import new_context
-from sdc.dialect.shapes import DYN, ShapeError
-from sdc.dialect.symexpr import SymExprError, to_text
+from sdc.dialect.shapes import ShapeError
 from sdc.frontend.base import Imported, InputShapes, mesh_dict
-from sdc.frontend.builder import Builder, CompileTimeValueError
+from sdc.frontend.builder import Builder, CompileTimeValueError, dims_text, verify_imported
 from sdc.frontend.custom import emit_custom
 from sdc.frontend.onnx_common import DEFAULT_DOMAINS, ONNX_DTYPES, dtype_name, node_attrs, tensor_value
 from sdc.frontend.onnx_ops import NodeImporter
@@ -408,7 +407,7 @@ class _Importer:
                 v = self.values[out.name]
                 results.append(self.builder.tensor(v))
                 named = {"sdc.name": ir.StringAttr.get(out.name)}
-                dims = _dims_text(v.sym)
+                dims = dims_text(v.sym)
                 if dims is not None:
                     named["sdc.dims"] = A.dims(dims)
                 result_attrs.append(ir.DictAttr.get(named))
@@ -419,11 +418,7 @@ class _Importer:
         if self.builder.guards:  # what the import assumed about the dims, for the shape pass and the runtime
             fn.attributes["sdc.guards"] = ir.ArrayAttr.get([A.guard(c, why) for c, why in self.builder.guards])
         op = module.operation
-        try:
-            op.verify()
-        except MLIRError as e:
-            detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
-            raise SdcError(f"imported IR does not verify: {detail}") from None
+        verify_imported(op)
         return ImportedModel(op, self.ctx, self.params, [i.name for i in self.index.inputs],
                              [o.name for o in self.index.outputs], self.source)
 
@@ -506,17 +501,6 @@ class _Importer:
         return v
 
 
-def _dims_text(sym) -> list | None:
-    """A value's symbolic dims for `sdc.dims` (None when a dim is unknown or inexpressible)."""
-    out = []
-    for d in sym:
-        if d is DYN:
-            return None
-        try:
-            out.append(d if is_int(d) else to_text(d))
-        except SymExprError:
-            return None
-    return out
 
 
 class OnnxFrontend:

@@ -347,6 +347,12 @@ def test_compile_explain_sharding(models, tmp_path):
     assert "     tensor: result of 'sdc.matmul' at /o/MatMul, f32[batch//2, 8, 32] per device\n" in text
     assert "     bytes per step: 1024*(batch//2) B\n" in text
     assert "why: 'sdc.add' at /o/Add needs operand #1 as [dp, -, -]; it is a partial sum over tp: summed" in text
+    # With the batch bound the sizes are static, and the total is a byte count (this path once crashed).
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert sdc_main(["compile", str(models["transformer"]), "-o", str(tmp_path / "s.sdc"), "--mesh", "dp=2,tp=2",
+                         "--input-shape", "batch=4", "--explain", "sharding"]) == 0
+    assert "bytes sent per device per run: 4.0 KiB" in out.getvalue()
 
 
 def test_compile_rejects_a_bad_mesh(models, tmp_path, capsys):

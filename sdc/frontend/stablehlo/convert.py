@@ -36,7 +36,7 @@ from sdc.dialect.op_classes import create, new_context
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import DYN, ShapeError
 from sdc.dialect.symexpr import SymExprError, to_text
-from sdc.frontend.builder import Builder, CompileTimeValueError
+from sdc.frontend.builder import Builder, CompileTimeValueError, dims_text
 from sdc.frontend.stablehlo.patterns import RULES, Rewrite, Unsupported, symbolic_eval
 from sdc.frontend.values import V, is_int, symbol_name
 from sdc.mlir import MLIRError, PassManager, ir, rewrite, stablehlo
@@ -337,7 +337,7 @@ class Converter:
             names.append(name)
             entry = {"sdc.name": ir.StringAttr.get(name)}
             v = self.values.get(r)
-            dims = _dims_text(v.sym) if v is not None else None
+            dims = dims_text(v.sym) if v is not None else None
             if dims is not None:
                 entry["sdc.dims"] = A.dims(dims)
             res_attrs.append(ir.DictAttr.get(entry))
@@ -362,16 +362,6 @@ def _symbolic_scalar(d) -> V:
     return const_value(np.array(d, dtype=object))
 
 
-def _dims_text(sym) -> list | None:
-    out = []
-    for d in sym:
-        if d is DYN:
-            return None
-        try:
-            out.append(d if is_int(d) else to_text(d))
-        except SymExprError:
-            return None
-    return out
 
 
 def import_stablehlo(text: str, *, source: str = "<stablehlo>",

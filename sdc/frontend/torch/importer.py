@@ -25,7 +25,7 @@ from sdc.dialect import attrs as A
 from sdc.dialect import op_classes as D
 from sdc.dialect.op_classes import new_context
 from sdc.dialect.shapes import ShapeError
-from sdc.frontend.builder import Builder
+from sdc.frontend.builder import Builder, verify_imported
 from sdc.frontend.torch.export import ASSERT_TARGETS, check_supported, export_program, op_name, source_location
 from sdc.frontend.torch.ops import AtenImporter, is_size_value
 from sdc.frontend.torch.symbols import SymbolNames, name_input_dims, range_guards, size_expr
@@ -143,11 +143,7 @@ class GraphImporter:
         if guards:
             fn.attributes["sdc.guards"] = ir.ArrayAttr.get([A.guard(c, m) for c, m in guards])
         op = module.operation
-        try:
-            op.verify()
-        except MLIRError as e:
-            detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
-            raise SdcError(f"imported IR does not verify: {detail}") from None
+        verify_imported(op)
         return ImportedProgram(op, self.params, [n.name for n in self.user_inputs], names)
 
     def _input_dims(self, name: str, sym: tuple) -> list:
