@@ -6,11 +6,19 @@ one SdcError carrying MLIR's located diagnostics.
 
 from __future__ import annotations
 
+import re
+
 from sdc.diagnostics import SdcError, from_mlir_error
 from sdc.dialect.op_classes import new_context
 from sdc.mlir import MLIRError, ir
 
 _NOT_ONE_TOP_LEVEL_OP = "source must contain a single top-level operation"
+
+# MLIR's parser sizes its tables by the numbers in `%0#N` (a result of a group) and `%0:N = ...` (a
+# group of N results) before it checks them: a mutated number such as #2147483648 makes it allocate
+# gigabytes and abort the process ("LLVM ERROR: out of memory"). Read the numbers first.
+MAX_RESULTS = 1 << 16
+_RESULT_NUMBER = re.compile(r"%[A-Za-z0-9_$.\-]+(?:#|:\s*)(\d+)")
 
 
 def parse_top_level(text: str, source_name: str) -> ir.Operation:
@@ -23,6 +31,11 @@ def parse_top_level(text: str, source_name: str) -> ir.Operation:
     if "\x00" in text:  # MLIR's parser stops at a NUL and would read a prefix of the text as all of it
         line = text.count("\n", 0, text.index("\x00")) + 1
         raise SdcError(f"{source_name}:{line}: the text holds a NUL byte (binary input, not IR text)")
+    for line, code in enumerate(text.splitlines(), 1):
+        for m in _RESULT_NUMBER.finditer(code.split("//", 1)[0]):  # comments are not IR
+            if int(m.group(1)) >= MAX_RESULTS:
+                raise SdcError(f"{source_name}:{line}: '{m.group(0)}' names result {m.group(1)}; an op has at "
+                               f"most {MAX_RESULTS} results")
     try:
         return ir.Operation.parse(text, source_name=source_name)
     except MLIRError as e:
