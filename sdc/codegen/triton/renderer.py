@@ -421,6 +421,9 @@ class TritonRenderer:
     # ------------------------------------------------------------ one method per primitive op
 
     def node(self, n: Node, args: list[str]) -> str:
+        if n.op in INFIX:  # the ops that are one Python operator
+            x, y = args
+            return f"({x} {INFIX[n.op]} {y})"
         method = getattr(self, f"op_{n.op}", None)
         if method is None:
             raise ValueError(f"the Triton renderer has no method for '{n.op}'")
@@ -573,39 +576,12 @@ class TritonRenderer:
     def op_min(self, n, x, y):
         return f"tl.minimum({x}, {y})"
 
-    def op_bitwise_and(self, n, x, y):
-        return f"({x} & {y})"
-
-    def op_bitwise_or(self, n, x, y):
-        return f"({x} | {y})"
-
-    def op_bitwise_xor(self, n, x, y):
-        return f"({x} ^ {y})"
-
-    op_and, op_or, op_xor = op_bitwise_and, op_bitwise_or, op_bitwise_xor
-
-    def op_eq(self, n, x, y):
-        return f"({x} == {y})"
-
-    def op_ne(self, n, x, y):
-        return f"({x} != {y})"
-
-    def op_lt(self, n, x, y):
-        return f"({x} < {y})"
-
-    def op_le(self, n, x, y):
-        return f"({x} <= {y})"
-
-    def op_gt(self, n, x, y):
-        return f"({x} > {y})"
-
-    def op_ge(self, n, x, y):
-        return f"({x} >= {y})"
-
     def op_where(self, n, c, x, y):
         return f"tl.where({c}, {x}, {y})"
 
 
+INFIX = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "and": "&", "or": "|", "xor": "^",
+         "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _ELEMENT_COMBINE = {"max": "maximum", "min": "minimum"}
 LAUNCH_OPTIONS = ("looped", "num_warps", "num_stages")  # plan_blocks keys that are not constexprs of the signature
 
