@@ -262,7 +262,10 @@ class Builder:
             inferred = _inferred_dim(x.sym, target, i)
             if inferred is not None:
                 target[i] = inferred
-        if x.is_symbolic:
+        if x.is_symbolic:  # a compile-time vector of dims: its new shape must be known too
+            if not all(is_int(d) for d in target):
+                raise ShapeError(f"a shape value of shape {list(x.sym)} reshaped to {target}: the target must "
+                                 "be known at compile time")
             return const_value(self.sym_array(x).reshape([int(d) for d in target]))
         if all(is_int(a) and is_int(b) for a, b in zip(x.sym, target)) and tuple(target) == tuple(x.sym):
             return x

@@ -370,3 +370,12 @@ def test_an_input_dim_past_int64_is_a_model_error():
     relu = h.make_node("Relu", ["x"], ["y"], name="r")
     m = model([relu], [f32("x", [2**62, 2])], [f32("y", None)])
     assert "input 'x' dim 0 is 4611686018427387904: too large for a tensor dim" in import_error(m)
+
+
+def test_a_shape_value_reshaped_to_a_symbolic_shape():
+    # Found by the fuzzer (onnx-struct:21:12071): a Reshape's data rewired to a dim taken from Shape.
+    nodes = [h.make_node("Shape", ["x"], ["sh"]), h.make_node("Gather", ["sh", "i"], ["t"], axis=0),
+             h.make_node("Reshape", ["t", "x_shape"], ["r"], name="reshape"),
+             h.make_node("Shape", ["x"], ["x_shape"])]
+    m = model(nodes, [f32("x", ["B", "T", 8])], [h.make_tensor_value_info("r", T.INT64, None)], [i64("i", [1])])
+    assert "node 'reshape' (Reshape): a shape value of shape [1] reshaped to [B, T, 8]" in import_error(m)
