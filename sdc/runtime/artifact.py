@@ -131,6 +131,8 @@ def safe_path(root: Path, rel: Any, where: str) -> Path:
     """`root / rel`, refusing anything that could leave the artifact directory."""
     if not isinstance(rel, str) or not rel:
         raise artifact_error(root, where, f"a file path must be a non-empty string, found {rel!r}")
+    if not rel.isprintable():  # a NUL or other control character names no file (and os.path refuses a NUL)
+        raise artifact_error(root, where, f"path {rel!r} holds characters no file name has")
     pure = PurePosixPath(rel)
     if pure.is_absolute() or "\\" in rel or ":" in rel or rel.startswith("~"):
         raise artifact_error(root, where, f"path '{rel}' is not relative to the artifact directory")

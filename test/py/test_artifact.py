@@ -269,6 +269,10 @@ def test_plan_weights_path_outside_is_refused(artifact):
     edit_plan(artifact, lambda p: p["ranks"][0].update(weights="../w.safetensors"))
     with pytest.raises(SdcError, match=r"plan.json: path '../w.safetensors' leaves the artifact"):
         sdc.runtime.load(artifact)
+    # Found by the fuzzer (artifact:31:733): a NUL in the path, which os.path refuses with a ValueError.
+    edit_plan(artifact, lambda p: p["ranks"][0].update(weights="weights/rank0\x00.safetensors"))
+    with pytest.raises(SdcError, match=r"plan.json: path 'weights/rank0\\x00.safetensors' holds characters"):
+        sdc.runtime.load(artifact)
 
 
 def test_weights_never_unpickled(artifact, tmp_path):
