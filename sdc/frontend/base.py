@@ -46,3 +46,16 @@ def mesh_dict(mesh: Any) -> dict[str, int] | None:
         return (Mesh.parse(mesh) if isinstance(mesh, str) else Mesh.of(mesh)).as_dict()
     except (MeshError, TypeError, ValueError) as e:
         raise SdcError(f"bad mesh {mesh!r}: {e}") from None
+
+
+def read_model_text(path: os.PathLike | str) -> str:
+    """A text model file (IR, StableHLO) as a string; SdcError when it is not there or not UTF-8."""
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SdcError(f"cannot read '{path}': not UTF-8 text") from None
+    except OSError as e:
+        raise SdcError(f"cannot open '{path}': {e.strerror}") from None

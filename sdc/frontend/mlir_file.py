@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sdc.diagnostics import SdcError
-from sdc.frontend.base import Imported, InputShapes
+from sdc.frontend.base import Imported, InputShapes, read_model_text
 from sdc.frontend.params import read_params
 
 
@@ -23,12 +22,7 @@ class MlirFrontend:
         from sdc.ir_text import parse_module
 
         path = Path(model)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise SdcError(f"cannot read '{path}': not UTF-8 text") from None
-        except OSError as e:
-            raise SdcError(f"cannot open '{path}': {e.strerror}") from None
+        text = read_model_text(path)
         from sdc.frontend.stablehlo.convert import is_stablehlo
 
         if is_stablehlo(text):  # StableHLO (jax's lowering, as text): the stablehlo frontend converts it

@@ -124,6 +124,9 @@ def shape_constraints(options: CompileOptions) -> str:
     return f'{SHAPES}{{input-shape="{bindings}"}}' if bindings else SHAPES
 
 
+PipelineBuilder = Callable[[CompileOptions, bool], tuple[str, ...]]
+
+
 def sharding(sharded: bool) -> tuple[str, ...]:
     """Propagation and partitioning, for a module with a device mesh (nothing otherwise)."""
     return SHARDING if sharded else ()
@@ -134,44 +137,33 @@ def mixed_precision(options: CompileOptions) -> tuple[str, ...]:
     return () if options.precision == "f32" else (f"sdc-mixed-precision{{precision={options.precision}}}",)
 
 
-def _cpu_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
-    return (
-        "sdc-verify",
-        "sdc-canonicalize",
-        "cse",
-        shape_constraints(options),
-        *sharding(sharded),
-        # Graph rewrites that need the shapes (and the partition) and change what layouts and fusion
-        # see go here, one line each: folding batch norm into convolutions, for one.
-        "sdc-fold-conv-batch-norm",
-        *mixed_precision(options),
-        "sdc-layout-constraints{target=cpu}",
-        "sdc-fuse{target=cpu}",
-        "sdc-verify",
-    )
+def _graph_pipeline(target: str) -> PipelineBuilder:
+    """The pipeline the cpu and cuda targets share today, with `target`'s layouts and fusion. On cuda
+    the planner then generates Triton kernels for the groups its templates fit (sdc/codegen/triton);
+    a target whose passes differ gets a builder of its own in COMPILE_PIPELINES."""
 
+    def build(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
+        return (
+            "sdc-verify",
+            "sdc-canonicalize",
+            "cse",
+            shape_constraints(options),
+            *sharding(sharded),
+            # Graph rewrites that need the shapes (and the partition) and change what layouts and
+            # fusion see go here, one line each: folding batch norm into convolutions, for one.
+            "sdc-fold-conv-batch-norm",
+            *mixed_precision(options),
+            f"sdc-layout-constraints{{target={target}}}",
+            f"sdc-fuse{{target={target}}}",
+            "sdc-verify",
+        )
 
-def _cuda_pipeline(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
-    # The planner then generates Triton kernels for the groups its templates fit (sdc/codegen/triton).
-    return (
-        "sdc-verify",
-        "sdc-canonicalize",
-        "cse",
-        shape_constraints(options),
-        *sharding(sharded),
-        "sdc-fold-conv-batch-norm",
-        *mixed_precision(options),
-        "sdc-layout-constraints{target=cuda}",
-        "sdc-fuse{target=cuda}",
-        "sdc-verify",
-    )
+    return build
 
-
-PipelineBuilder = Callable[[CompileOptions, bool], tuple[str, ...]]
 
 COMPILE_PIPELINES: dict[str, PipelineBuilder] = {
-    "cpu": _cpu_pipeline,
-    "cuda": _cuda_pipeline,
+    "cpu": _graph_pipeline("cpu"),
+    "cuda": _graph_pipeline("cuda"),
 }
 """Target name -> its compile pipeline, given the options and whether the module has a device mesh."""
 

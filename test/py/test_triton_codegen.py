@@ -18,34 +18,11 @@ import torch
 
 import sdc.runtime
 from sdc.codegen.triton import TritonRenderer
-from sdc.compiler import compile_module
 from sdc.diagnostics import SdcError
 from sdc.interpreter import interpret
-from sdc.ir_text import parse_module
-from sdc.options import CompileOptions
+from triton_support import TORCH_DTYPE, compile_cuda, interpreter, launches, rng  # noqa: F401 (fixtures)
 
 TOLERANCE = {"f32": (1e-5, 1e-5), "f16": (5e-3, 5e-3), "bf16": (4e-2, 4e-2)}  # (rtol, atol)
-TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-
-
-@pytest.fixture(autouse=True)
-def interpreter(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-
-
-@pytest.fixture
-def rng() -> torch.Generator:
-    return torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 31)))
-
-
-def compile_cuda(text: str, out: Path, params=None):
-    # on the CPU, under the interpreter, wherever the tests run (a GPU host too)
-    return compile_module(parse_module(text), params or {}, CompileOptions(target="cuda"), output=out, device="cpu")
-
-
-def launches(artifact: Path) -> list[dict]:
-    plan = json.loads((artifact / "plan.json").read_text())
-    return [s for s in plan["ranks"][0]["steps"] if s["kind"] == "launch"]
 
 
 def check(text: str, exe, inputs: list[torch.Tensor], dtype: str) -> None:

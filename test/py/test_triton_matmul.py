@@ -9,7 +9,6 @@ slow: shapes stay small, a few programs per launch.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -20,39 +19,20 @@ import torch
 import sdc.runtime
 from sdc.codegen.triton import LoweringError, TritonRenderer, generate_kernel
 from sdc.codegen.triton.lower import MATMUL
-from sdc.compiler import compile_module
 from sdc.interpreter import interpret
-from sdc.ir_text import parse_module
-from sdc.options import CompileOptions
+from triton_support import TORCH_DTYPE, compile_cuda, interpreter, launches, rng  # noqa: F401 (fixtures)
 
 # (rtol, atol) by the dtype of the stored result: f32 accumulates exactly enough for 1e-5; a 16-bit
 # result is rounded once, at the store (half an ulp: 4.9e-4 for f16, 3.9e-3 for bf16)
 TOLERANCE = {"f32": (1e-5, 1e-5), "f16": (2e-3, 2e-3), "bf16": (1.6e-2, 1.6e-2)}
-TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-
-
-@pytest.fixture(autouse=True)
-def interpreter(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-
-
-@pytest.fixture
-def rng() -> torch.Generator:
-    return torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 31)))
 
 
 def randn(shape, dtype: str, rng: torch.Generator, scale: float = 1.0) -> torch.Tensor:
     return (torch.randn(shape, generator=rng) * scale).to(TORCH_DTYPE[dtype])
 
 
-def compile_cuda(text: str, out: Path, params=None):
-    # on the CPU, under the interpreter, wherever the tests run (a GPU host too)
-    return compile_module(parse_module(text), params or {}, CompileOptions(target="cuda"), output=out, device="cpu")
-
-
 def kernels(artifact: Path) -> list[dict]:
-    plan = json.loads((artifact / "plan.json").read_text())
-    return [s["kernel"] for s in plan["ranks"][0]["steps"] if s["kind"] == "launch"]
+    return [s["kernel"] for s in launches(artifact)]
 
 
 def assert_close(got: torch.Tensor, want: torch.Tensor, dtype: str) -> None:

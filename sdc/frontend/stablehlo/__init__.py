@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sdc.diagnostics import SdcError
-from sdc.frontend.base import Imported, InputShapes
+from sdc.frontend.base import Imported, InputShapes, read_model_text
 
 __all__ = ["JaxFrontend", "StablehloFrontend"]
 
@@ -85,12 +85,7 @@ class StablehloFrontend:
         _no_files("StableHLO module", params_file, mesh)
         path = Path(model)
         if text is None:
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                raise SdcError(f"cannot read '{path}': not UTF-8 text") from None
-            except OSError as e:
-                raise SdcError(f"cannot open '{path}': {e.strerror}") from None
+            text = read_model_text(path)
         imported = import_stablehlo(text, source=path.name)
         options: dict[str, Any] = {"source": path.name, "frontend": self.name}
         if input_shapes:
