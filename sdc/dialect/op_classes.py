@@ -122,20 +122,24 @@ def _class_name(name: str) -> str:
     return "".join(p.capitalize() for p in name.split("_")) + "Op"
 
 
+def _field_annotations(names: Sequence[str], kind: Any, slots: int, variadic: bool) -> dict[str, Any]:
+    """The ext field declarations of an op's operands or results: the last one may be variadic (one
+    type for all its members) or `slots` optional fields of their own types (`name0`, `name1`, ...)."""
+    out: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        last = i == len(names) - 1
+        if last and slots:
+            out.update({f"{name}{k}": Optional[kind] for k in range(slots)})
+        else:
+            out[name] = Sequence[kind] if (last and variadic) else kind
+    return out
+
+
 def _make_op_class(opdef: OpDef) -> type:
-    annotations: dict[str, Any] = {}
-    for i, name in enumerate(opdef.operands):
-        last = i == len(opdef.operands) - 1
-        if last and opdef.operand_slots:
-            annotations.update({f"{name}{k}": Optional[ext.Operand[Any]] for k in range(opdef.operand_slots)})
-            continue
-        annotations[name] = Sequence[ext.Operand[Any]] if (last and opdef.variadic_operand) else ext.Operand[Any]
-    for i, name in enumerate(opdef.results):
-        last = i == len(opdef.results) - 1
-        if last and opdef.result_slots:
-            annotations.update({f"{name}{k}": Optional[ext.Result[Any]] for k in range(opdef.result_slots)})
-            continue
-        annotations[name] = Sequence[ext.Result[Any]] if (last and opdef.variadic_results) else ext.Result[Any]
+    annotations: dict[str, Any] = {
+        **_field_annotations(opdef.operands, ext.Operand[Any], opdef.operand_slots, opdef.variadic_operand),
+        **_field_annotations(opdef.results, ext.Result[Any], opdef.result_slots, opdef.variadic_results),
+    }
     ns = {"__annotations__": annotations, "__doc__": opdef.doc, "_opdef": opdef, "__module__": __name__}
     traits = [ext.Pure] if opdef.pure else []
     return type(_class_name(opdef.name), (SdcOpBase,), ns, name=opdef.name, traits=traits)
