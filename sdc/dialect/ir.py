@@ -30,6 +30,14 @@ ARG_ATTRS = "arg_attrs"
 RES_ATTRS = "res_attrs"
 
 
+def defining_op(value: ir.Value) -> ir.Operation | None:
+    """The op that defines `value`, or None for a block argument."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return operation(owner)
+
+
 def operation(op: Any) -> ir.Operation:
     """The ir.Operation behind an op view, a module or an operation."""
     return op.operation if hasattr(op, "operation") else op

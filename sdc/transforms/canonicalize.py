@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
-from sdc.dialect.ir import read_attrs, tensor_spec
+from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
 from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import is_static
@@ -29,11 +29,8 @@ FOLD_LIMIT = 4096
 
 
 def _producer(value: ir.Value, name: str) -> ir.Operation | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    owner = owner.operation if hasattr(owner, "operation") else owner
-    return owner if owner.name == name else None
+    owner = defining_op(value)
+    return owner if owner is not None and owner.name == name else None
 
 
 def _attrs(op: ir.Operation) -> dict:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
-from sdc.dialect.ir import read_attrs, tensor_spec
+from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
 from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS
 from sdc.mlir import ir
@@ -51,13 +51,6 @@ from sdc.transforms.base import ModulePass, walk_ops
 
 WEIGHT_OPS = ("sdc.parameter", "sdc.constant")
 NUMPY_FLOATS = ("f16", "f32", "f64")  # float dtypes whose epsilon constant numpy can spell (not bf16)
-
-
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    return owner.operation if hasattr(owner, "operation") else owner
 
 
 def _single_use(value: ir.Value) -> bool:
@@ -71,7 +64,7 @@ class _Weights:
         self.known: dict[ir.Operation, bool] = {}
 
     def __call__(self, value: ir.Value) -> bool:
-        op = _owner(value)
+        op = defining_op(value)
         if op is None:
             return False
         if op in self.known:
@@ -116,14 +109,14 @@ def _per_channel_bias(add: ir.Operation, y: ir.Value, channels: int, dtype: str,
 def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
     """Fold one `sdc.batch_norm` into the convolution before it; False when it does not apply."""
     x = bn.operands[0]
-    producer = _owner(x)
+    producer = defining_op(x)
     add = bias = None
     if producer is not None and producer.name == "sdc.add" and _single_use(x):
         add = producer
-        conv_value = next((v for v in add.operands if (o := _owner(v)) is not None and o.name == "sdc.conv"), None)
+        conv_value = next((v for v in add.operands if (o := defining_op(v)) is not None and o.name == "sdc.conv"), None)
         if conv_value is None:
             return False
-        producer = _owner(conv_value)
+        producer = defining_op(conv_value)
     if producer is None or producer.name != "sdc.conv" or not _single_use(producer.results[0]):
         return False
     conv = producer
@@ -168,16 +161,16 @@ def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
 def _conv_and_bias(value: ir.Value, is_weight: _Weights):
     """`value` as `conv(x, w)` or `add(conv(x, w), bias)` with a per-channel weight bias, where `w` is a
     weight and every intermediate is read once: (conv, add or None, bias or None), else None."""
-    producer = _owner(value)
+    producer = defining_op(value)
     if producer is None or not _single_use(value):
         return None
     add = bias = None
     if producer.name == "sdc.add":
         add = producer
-        conv_value = next((v for v in add.operands if (o := _owner(v)) is not None and o.name == "sdc.conv"), None)
+        conv_value = next((v for v in add.operands if (o := defining_op(v)) is not None and o.name == "sdc.conv"), None)
         if conv_value is None or not _single_use(conv_value):
             return None
-        producer = _owner(conv_value)
+        producer = defining_op(conv_value)
     if producer is None or producer.name != "sdc.conv" or not _single_use(producer.results[0]):
         return None
     w_spec, y_spec = tensor_spec(producer.operands[1].type), tensor_spec(producer.results[0].type)

@@ -33,7 +33,7 @@ from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError
-from sdc.dialect.ir import op_label, read_attrs, tensor_spec
+from sdc.dialect.ir import defining_op, op_label, read_attrs, tensor_spec
 from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static
@@ -261,8 +261,5 @@ def _reduced_axes(attrs: dict, rank: int) -> tuple[tuple[int, ...], bool]:
 
 
 def _cast_location(value: ir.Value, consumer: ir.Operation) -> ir.Location:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return consumer.location
-    owner = owner.operation if hasattr(owner, "operation") else owner
-    return owner.location
+    owner = defining_op(value)
+    return consumer.location if owner is None else owner.location

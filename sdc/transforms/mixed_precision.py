@@ -53,7 +53,7 @@ from typing import Literal
 
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
-from sdc.dialect.ir import read_attrs, tensor_spec, tensor_type
+from sdc.dialect.ir import defining_op, read_attrs, tensor_spec, tensor_type
 from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS
 from sdc.mlir import ir
@@ -126,13 +126,6 @@ def _in_chains(op_name: str) -> bool:
     return kind == "follow" or (kind == "low" and OPS[op_name[4:]].family.startswith("elementwise"))
 
 
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    return owner.operation if hasattr(owner, "operation") else owner
-
-
 def _dtype(value: ir.Value) -> str:
     return tensor_spec(value.type).dtype
 
@@ -158,7 +151,7 @@ class _Lowering:
 
     def is_weight(self, value: ir.Value) -> bool:
         """Computed from weights alone: the planner evaluates it (and its casts) at compile time."""
-        op = _owner(value)
+        op = defining_op(value)
         if op is None:
             return False
         if op not in self.weights:
@@ -194,7 +187,7 @@ class _Lowering:
         known = self.versions.setdefault(value, {})
         if dtype in known:
             return known[dtype]
-        owner = _owner(value)
+        owner = defining_op(value)
         if owner is not None and owner.name == "sdc.constant" and dtype in LOW_DTYPES:
             converted = self._low_constant(owner, dtype)
         else:
