@@ -25,7 +25,8 @@ def compile(model, example_args=None, *, dynamic_shapes=None, options=None, outp
     """Compile `model` into an artifact and load it; returns the `sdc.runtime.Executable`.
 
     `model`: an ONNX model (path or `onnx.ModelProto`), an `.mlir` file without parameters, or a
-    `torch.nn.Module` (with `example_args`) or `torch.export.ExportedProgram` (docs/torch.md).
+    `torch.nn.Module` (with `example_args`) or `torch.export.ExportedProgram` (docs/torch.md), a JAX
+    function (with `example_args`), or a `jax.export.Exported` or its `serialize()` bytes (docs/jax.md).
     `options`: a `sdc.options.CompileOptions`; each of its fields may also be given as a keyword
     (`sdc.compile(model, input_shapes={"x": ["B", 3, 224, 224]}, mesh="dp=2", target="cpu")`),
     which overrides that field of `options`.
@@ -72,10 +73,11 @@ def custom_op(name, shape, reference=None, *, triton=None, derivative=None, arra
                       replace=replace)
 
 
-def compile_train(model, example_batch, *, loss, optimizer, output=None, device=None, **fields):
-    """Compile a training step (forward, loss, backward, optimizer update) of a torch module; returns a
-    `sdc.train.TrainStep` (docs/training.md)."""
-    from sdc.train import compile_train as _compile_train
+def compile_train(model, example_batch=None, *, loss=None, optimizer, output=None, device=None, **fields):
+    """Compile a training step (forward, loss, backward, optimizer update) of a torch module, a JAX loss
+    function `loss_fn(params, *batch)` (example_batch `(params, *batch)`) or an ONNX model with a named
+    loss (`loss="cross_entropy"` or `"mse"`); returns a `sdc.train.TrainStep` (docs/training.md)."""
+    from sdc.train_frontends import compile_train as _compile_train  # torch modules go on to sdc.train
 
     return _compile_train(model, example_batch, loss=loss, optimizer=optimizer, output=output, device=device,
                           **fields)

@@ -16,6 +16,10 @@ without recompiling); the step counter `step` is state, incremented before the u
 increments it before computing Adam's bias corrections. `clip_grad_norm` is
 torch.nn.utils.clip_grad_norm_ over all trained parameters (the global 2-norm, coefficient
 `min(max_norm / (norm + 1e-6), 1)`), applied to the gradients before the update.
+
+`loss_scaler=LossScaler(...)` turns on dynamic loss scaling (what fp16 training needs, and what
+`compile_train(..., precision="fp16")` turns on by default): torch.amp.GradScaler's rule, in the graph
+(sdc-loss-scale and sdc-optimizer-step; docs/training.md, "Mixed precision").
 """
 
 from __future__ import annotations
@@ -30,12 +34,39 @@ CLIP_EPS = 1e-6  # what torch.nn.utils.clip_grad_norm_ adds to the norm
 
 
 @dataclass(frozen=True)
+class LossScaler:
+    """Dynamic loss scaling, torch.amp.GradScaler's rule: the loss is multiplied by `scale` before
+    the backward pass (so small fp16 gradients do not flush to zero) and the gradients divided by it
+    after; a step whose gradients hold an inf or nan is skipped (parameters, slots and the step
+    counter keep their values) and the scale is multiplied by `backoff_factor`; after
+    `growth_interval` good steps in a row it is multiplied by `growth_factor`. The first scale is
+    `init_scale`."""
+
+    init_scale: float = 2.0 ** 16
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+
+    def __post_init__(self) -> None:
+        _check("loss_scaler", "init_scale", self.init_scale, minimum=0.0, strict=True)
+        _check("loss_scaler", "growth_factor", self.growth_factor, minimum=1.0, strict=True)
+        _check("loss_scaler", "backoff_factor", self.backoff_factor, minimum=0.0, strict=True)
+        if self.backoff_factor >= 1.0:
+            raise SdcError(f"sdc.optim (loss_scaler): backoff_factor must be < 1, found {self.backoff_factor!r}")
+        if not isinstance(self.growth_interval, int) or isinstance(self.growth_interval, bool) or \
+                self.growth_interval < 1:
+            raise SdcError(f"sdc.optim (loss_scaler): growth_interval must be an integer >= 1, found "
+                           f"{self.growth_interval!r}")
+
+
+@dataclass(frozen=True)
 class Optimizer:
     """What every optimizer has: the default learning rate, decay and clipping (None: no clipping)."""
 
     lr: float = 1e-3
     weight_decay: float = 0.0
     clip_grad_norm: float | None = None
+    loss_scaler: LossScaler | None = None
 
     kind: ClassVar[str] = ""
     slots: ClassVar[tuple[str, ...]] = ()
@@ -45,6 +76,9 @@ class Optimizer:
         _check(self.kind, "weight_decay", self.weight_decay, minimum=0.0)
         if self.clip_grad_norm is not None:
             _check(self.kind, "clip_grad_norm", self.clip_grad_norm, minimum=0.0, strict=True)
+        if self.loss_scaler is not None and not isinstance(self.loss_scaler, LossScaler):
+            raise SdcError(f"sdc.optim ({self.kind}): loss_scaler must be an sdc.optim.LossScaler, found "
+                           f"{type(self.loss_scaler).__name__}")
 
     def update(self, b: Any, param: Any, grad: Any, slots: dict[str, Any], lr: Any, step: Any) -> tuple[Any, dict]:
         """The new parameter and slots after one step; `lr` and `step` (already incremented) are
@@ -159,6 +193,8 @@ def from_options(options: dict[str, Any]) -> Optimizer:
         raise SdcError(f"optimizer '{kind}' has no option {unknown[0]!r} (options: {', '.join(sorted(known))})")
     if "betas" in options:
         options["betas"] = tuple(options["betas"])
+    if isinstance(options.get("loss_scaler"), dict):
+        options["loss_scaler"] = LossScaler(**options["loss_scaler"])
     return cls(**options)
 
 

@@ -72,6 +72,10 @@ class CompileOptions:
         "default_precision (the field then holds that name). fp32/fp16 are accepted for f32/f16. bf16 "
         "and f16 run the sdc-mixed-precision pass (softmax, norms and reductions stay f32); tf32 keeps "
         "f32 dtypes and lets matmuls use TF32 tensor cores (docs/sdc-opt.md)."))
+    memory_budget: int | None = field(default=None, metadata=_doc(
+        "bytes: the most a training step's planned intermediates may take at one time; sdc-recompute "
+        "recomputes forward activations in the backward to fit it, and a budget below what it reaches "
+        "is an error saying the minimum (docs/training.md). None: keep every activation."))
     dump_ir: str | None = field(default=None, metadata=_doc(
         "a directory for the IR after import and after each pass (00-input.mlir, NN-<pass>.mlir).",
         artifact=False))
@@ -91,6 +95,9 @@ class CompileOptions:
         if precision not in PRECISIONS:
             raise SdcError(f"unknown precision {precision!r} (precisions: {', '.join(PRECISIONS)})")
         set_(self, "precision", precision)
+        budget = self.memory_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0):
+            raise SdcError(f"memory_budget must be a positive number of bytes, found {budget!r}")
         if self.dump_ir is not None:
             set_(self, "dump_ir", os.fspath(self.dump_ir))
         if self.explain is not None and self.explain not in EXPLAIN:
@@ -127,6 +134,7 @@ class CompileOptions:
             "input_shapes": self.input_shapes_dict(),
             "shardings": {name: sharding_json(s) for name, s in self.shardings} or None,
             "precision": self.precision,
+            "memory_budget": self.memory_budget,
             "dump_ir": self.dump_ir,
             "explain": self.explain,
         }

@@ -949,7 +949,8 @@ def attach(ops: dict[str, OpDef] | None = None) -> None:
 
 NON_DIFFERENTIABLE_FAMILIES = ("comparison", "logical", "collective", "sharding")
 NON_DIFFERENTIABLE_OPS = ("argmax", "argmin", "isnan", "isinf", "not", "bitwise_not", "bitwise_and", "bitwise_or",
-                          "bitwise_xor", "shift_left", "shift_right", "bitcast")
+                          "bitwise_xor", "shift_left", "shift_right", "bitcast",
+                          "random_uniform")  # integer operands (seed, offset): nothing to differentiate
 
 
 def is_differentiable_kind(op: OpDef) -> bool:

@@ -10,7 +10,8 @@ frontend for a model (`frontend_for`: by file suffix, or by the object's type) a
 Frontends: `mlir` (sdc IR text plus an optional parameter file, sdc/frontend/mlir_file.py) and
 `onnx` (a path or an onnx.ModelProto, sdc/frontend/onnx.py) and `torch` (a torch.nn.Module or
 ExportedProgram with example inputs, sdc/frontend/torch/), `jax` (a JAX function with example
-arguments) and `stablehlo` (StableHLO text, which the `mlir` frontend hands over), both in
+arguments), `jax_export` (a `jax.export.Exported`, its `serialize()` bytes or a `.jaxexport` file)
+and `stablehlo` (StableHLO text, which the `mlir` frontend hands over), all in
 sdc/frontend/stablehlo/.
 """
 
@@ -54,17 +55,24 @@ def _stablehlo() -> Frontend:
     return StablehloFrontend()
 
 
+def _jax_export() -> Frontend:
+    from sdc.frontend.stablehlo import JaxExportFrontend
+
+    return JaxExportFrontend()
+
+
 FRONTENDS: dict[str, Callable[[], Frontend]] = {
     "mlir": _mlir,
     "onnx": _onnx,
     "torch": _torch,
     "jax": _jax,
     "stablehlo": _stablehlo,
+    "jax_export": _jax_export,
 }
 
 # A file's suffix names its frontend; a file of any other suffix is read as ONNX, whose loader
 # says clearly when it is not a model (exporters write .onnx, .pb, .bin, ...).
-SUFFIXES: dict[str, str] = {".mlir": "mlir", ".onnx": "onnx"}
+SUFFIXES: dict[str, str] = {".mlir": "mlir", ".onnx": "onnx", ".jaxexport": "jax_export"}
 DEFAULT_FILE_FRONTEND = "onnx"
 
 # Packages whose frontend is still to come, with what to do meanwhile, for the error that says so.
@@ -98,6 +106,8 @@ def frontend_for(model: Any) -> str:
     kind = type(model)
     if kind.__name__ == "ModelProto" and kind.__module__.startswith("onnx"):
         return "onnx"
+    if isinstance(model, (bytes, bytearray, memoryview)) or _is_jax_export(model):
+        return "jax_export"  # a jax.export.Exported or its serialize() bytes
     if any(cls.__module__.split(".")[0] == "torch" for cls in kind.__mro__):
         return "torch"  # an nn.Module (a user's subclass too) or an ExportedProgram
     if _is_jax_function(model):
@@ -112,6 +122,11 @@ def frontend_for(model: Any) -> str:
                        "jax.jit wrapper), a torch.nn.Module or an ONNX model")
     raise SdcError(f"cannot compile a {kind.__module__}.{kind.__name__}: give an ONNX model "
                    "(a path or an onnx.ModelProto) or an .mlir file")
+
+
+def _is_jax_export(model: Any) -> bool:
+    kind = type(model)  # jax.export.Exported, known by name: jax is not imported for other models
+    return kind.__name__ == "Exported" and kind.__module__.split(".")[0] == "jax"
 
 
 def _is_jax_function(model: Any) -> bool:

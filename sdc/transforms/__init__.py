@@ -71,6 +71,18 @@ def _optimizer_step():
     return OptimizerStepPass
 
 
+def _loss_scale():
+    from sdc.transforms.loss_scale import LossScalePass
+
+    return LossScalePass
+
+
+def _recompute():
+    from sdc.transforms.recompute import RecomputePass
+
+    return RecomputePass
+
+
 PASSES: dict[str, Callable[[], type]] = {
     "sdc-verify": _verify,
     "sdc-canonicalize": _canonicalize,
@@ -83,6 +95,8 @@ PASSES: dict[str, Callable[[], type]] = {
     "sdc-fuse": _fuse,
     "sdc-autodiff": _autodiff,
     "sdc-optimizer-step": _optimizer_step,
+    "sdc-loss-scale": _loss_scale,
+    "sdc-recompute": _recompute,
 }
 
 

@@ -24,6 +24,9 @@ What each op computes in (`POLICY`: per op family, with per-op exceptions):
   subtraction of a max before them, the square of a hand-written variance) stays f32, back to the
   nearest op of another kind: exp amplifies an argument's rounding into a relative error of the
   sum.
+- Elementwise ops with rank-0 results stay f32: scalar arithmetic gains nothing in a low dtype, and
+  the tail of a loss (`sum / count` after the f32 reduction) keeps the loss and the backward's seed
+  f32, as under torch.autocast.
 
 Boundaries get `sdc.cast`s, made on demand and shared: a value is cast to a dtype at most once,
 right after it is defined (a weight once for all its readers, an entry input once at entry). Every
@@ -41,6 +44,9 @@ ONNX Runtime's float16 converter does (parameters are cast, not clipped).
 `tf32` and `f32` change no dtype. Every precision records itself on the module as
 `sdc.precision = "<precision>"`: with tf32 the matmul kernels read it (f32 operands, tensor-core
 TF32 products, f32 accumulation). Only f32 values change: f64 and f16 values of the program stay.
+
+A module that already records the same precision was lowered before and is left as it is (a
+training step is lowered before sdc-autodiff; its f32 optimizer update must stay f32).
 
 Errors: an unknown precision (a usage error, before any input is read); a module that already
 records another precision; an `sdc.fusion` (run this before sdc-fuse and sdc-layout-constraints).
@@ -229,6 +235,8 @@ class _Lowering:
             return None
         if op in self.chain_f32:
             return SOURCE
+        if kind == "low" and op.results and all(tensor_spec(r.type).rank == 0 for r in op.results):
+            return SOURCE  # scalar arithmetic costs nothing low; a loss (`sum / count`) stays f32, as under autocast
         if kind == "low":
             return self.low
         # Follow the operands (an op without f32 operands, such as an f32 iota, keeps its types);
@@ -297,6 +305,9 @@ class MixedPrecisionPass(ModulePass):
                 diag.error(module, f"the module already computes in {found}, cannot change it to "
                                    f"{self.precision}")
                 return
+            # Lowered before: leave it. A training step is lowered before sdc-autodiff, and the f32
+            # optimizer update added after it must stay f32 (fp32 master weights, docs/training.md).
+            return
         if self.precision in LOW_DTYPES:
             for fn in walk_ops(module, "func.func"):
                 if not fn.regions[0].blocks:

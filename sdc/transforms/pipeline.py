@@ -137,6 +137,12 @@ def mixed_precision(options: CompileOptions) -> tuple[str, ...]:
     return () if options.precision == "f32" else (f"sdc-mixed-precision{{precision={options.precision}}}",)
 
 
+def recompute(options: CompileOptions) -> tuple[str, ...]:
+    """Recomputation under the options' memory budget (nothing without one). It runs after sdc-fuse,
+    on kernel groups, so the lifetimes it plans are those of the values the memory plan places."""
+    return () if options.memory_budget is None else (f"sdc-recompute{{memory-budget={options.memory_budget}}}",)
+
+
 def _graph_pipeline(target: str) -> PipelineBuilder:
     """The pipeline the cpu and cuda targets share today, with `target`'s layouts and fusion. On cuda
     the planner then generates Triton kernels for the groups its templates fit (sdc/codegen/triton);
@@ -155,6 +161,7 @@ def _graph_pipeline(target: str) -> PipelineBuilder:
             *mixed_precision(options),
             f"sdc-layout-constraints{{target={target}}}",
             f"sdc-fuse{{target={target}}}",
+            *recompute(options),
             "sdc-verify",
         )
 

@@ -542,3 +542,37 @@ def test_training_batch_norm_from_primitives_matches_torch():
     np.testing.assert_allclose(got[1].reshape(3), want[0].numpy(), rtol=1e-9, atol=1e-10)
     np.testing.assert_allclose(got[2].reshape(3), want[1].numpy(), rtol=1e-9, atol=1e-10)
     np.testing.assert_allclose(got[3], want[2].numpy(), rtol=1e-8, atol=1e-10)
+
+
+class _DropoutNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(6, 12), torch.nn.Linear(12, 3)
+
+    def forward(self, x, labels):
+        return F.cross_entropy(self.fc2(F.dropout(torch.tanh(self.fc1(x)), 0.4, self.training)), labels)
+
+
+def test_dropout_gradients_given_the_mask_match_autograd():
+    """A training-mode dropout imports as a mask drawn by sdc.random_uniform from the entry's
+    rng.seed and rng.offset; given that mask (recomputed here with numpy), every gradient equals
+    torch.autograd's of the same model with the mask applied by hand (f32)."""
+    from sdc.dialect.ops.random import philox_uniform
+    from sdc.frontend.torch import import_torch
+
+    torch.manual_seed(12)
+    model = _DropoutNet().train()
+    x, labels = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    imported = import_torch(model, (x, labels))
+    run_pipeline(imported.module, ["sdc-autodiff", "sdc-verify"])
+    seed, offset = 1234, 99
+    got = interpret(imported.module, [x, labels, torch.tensor(seed), torch.tensor(offset)], imported.params)
+    keep = torch.from_numpy(philox_uniform(seed, offset, 5 * 12).reshape(5, 12) >= 0.4)
+    assert 0 < int(keep.sum()) < keep.numel()  # the mask drops some and keeps some
+    h = torch.tanh(model.fc1(x)) * keep / 0.6
+    loss = F.cross_entropy(model.fc2(h), labels)
+    names, params = zip(*model.named_parameters())
+    want = torch.autograd.grad(loss, params)
+    np.testing.assert_allclose(got[0], loss.item(), rtol=1e-5)
+    for name, g, w in zip(names, got[1:], want):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)

@@ -141,6 +141,70 @@ def test_closed_over_weights_become_parameters(rng):
     np.testing.assert_allclose(exe(x), fn(x), **TOL)
 
 
+def chlo_functions(x, unit, above_one):
+    """What JAX lowers to chlo ops (composites in jax.export) or decomposes: `unit` in (-1, 1),
+    `above_one` > 1, for the functions defined only there."""
+    special = jax.scipy.special
+    values, indices = lax.top_k(x, 3)
+    return (special.erf(x), special.erfc(x), special.erfinv(unit), jnp.tan(unit), jnp.sinh(x), jnp.cosh(x),
+            jnp.arcsin(unit), jnp.arccos(unit), jnp.arctan(x), jnp.arcsinh(x), jnp.arccosh(above_one),
+            jnp.arctanh(unit), jax.nn.gelu(x, approximate=False), values, indices)
+
+
+def test_chlo_ops_against_jax(rng):
+    def inputs():
+        x = normal(rng, 3, 8)
+        unit = rng.uniform(-0.9, 0.9, (3, 8)).astype(np.float32)
+        return x, unit, (1.1 + rng.uniform(0, 3, (3, 8))).astype(np.float32)
+
+    exe = sdc.compile(chlo_functions, inputs())
+    args = inputs()
+    got, want = exe(*args), chlo_functions(*args)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype, i
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5, err_msg=f"result {i}")
+
+
+def control_flow(x, w):
+    """Loops with constant trip counts, and branches on a constant and on a run-time predicate."""
+    y = lax.fori_loop(0, 4, lambda i, c: jnp.tanh(c @ w) + i, x)
+    carry, rows = lax.scan(lambda c, row: (c + row, c * row), jnp.zeros(x.shape[1], x.dtype), x)
+    fixed = lax.cond(True, lambda a: a + 1.0, lambda a: a - 1.0, x)
+    chosen = lax.cond(x.sum() > 0, lambda a: a * 2.0, jnp.sin, x)
+    index = (x[0, 0] > 0).astype(jnp.int32) + (x[0, 1] > 0).astype(jnp.int32)  # 0, 1 or 2 at run time
+    switched = lax.switch(index, [jnp.cos, jnp.exp, jnp.sinh], x)
+    window = lax.dynamic_update_slice(x, lax.dynamic_slice(y, (1, 2), (2, 3)), (0, 4))
+    return y, carry, rows, fixed, chosen, switched, window
+
+
+def test_static_control_flow_against_jax(rng):
+    w = normal(rng, 6, 6) * 0.3
+    exe = sdc.compile(control_flow, (normal(rng, 4, 6), w))
+    for _ in range(3):  # fresh inputs: the run-time branch goes both ways
+        x = normal(rng, 4, 6)
+        for i, (g, want) in enumerate(zip(exe(x, w), control_flow(x, w))):
+            np.testing.assert_allclose(g, want, **TOL, err_msg=f"result {i}")
+
+
+def test_a_loop_without_a_constant_trip_count_is_one_error_at_its_line(rng):
+    def fn(x):
+        return lax.while_loop(lambda c: c.sum() < 100.0, lambda c: c * 2.0, x)
+
+    with pytest.raises(SdcError) as e:
+        sdc.compile(fn, (normal(rng, 3),))
+    message = str(e.value)
+    assert "stablehlo.while at " in message and "test_jax_frontend.py:" in message
+    assert "not known at compile time" in message and "\n" not in message
+
+
+def test_an_unsupported_op_inside_a_loop_is_listed_up_front(rng):
+    def fn(x):
+        return lax.fori_loop(0, 2, lambda i, c: jnp.sort(c) + 1.0, x)
+
+    with pytest.raises(SdcError, match=r"stablehlo.while \(its regions use stablehlo.sort at .*test_jax_frontend"):
+        sdc.compile(fn, (normal(rng, 5),))
+
+
 # ---------------------------------------------------------------- errors
 
 
@@ -195,9 +259,55 @@ def test_sdc_compile_a_stablehlo_text_file(rng, tmp_path, capsys):
     np.testing.assert_allclose(y, mlp(p, x), **TOL)
 
 
+def exported_mlp(rng):
+    p = {"w1": normal(rng, 4, 8), "b1": normal(rng, 8), "w2": normal(rng, 8, 3)}
+    (b,) = jax.export.symbolic_shape("b")
+    return p, jax.export.export(jax.jit(mlp))(p, jax.ShapeDtypeStruct((b, 4), jnp.float32))
+
+
+def test_a_serialized_jax_export_with_a_symbolic_batch(rng):
+    p, exported = exported_mlp(rng)
+    data = exported.serialize()
+    exe = sdc.compile(data)  # the bytes; the pytrees and symbolic dims come with them
+    assert str(exe.inputs[-1]) == "arg1: f32[b, 4]" and exe.inputs[0].name == "arg0.b1"
+    for batch in (1, 5):
+        x = normal(rng, batch, 4)
+        np.testing.assert_allclose(exe(p, x), mlp(p, x), **TOL)
+    again = sdc.compile(jax.export.deserialize(data))  # an Exported object, the same way
+    x = normal(rng, 2, 4)
+    np.testing.assert_allclose(again(p, x), exported.call(p, x), **TOL)
+
+
+def test_sdc_compile_a_jaxexport_file(rng, tmp_path, capsys):
+    p, exported = exported_mlp(rng)
+    path = tmp_path / "mlp.jaxexport"
+    path.write_bytes(exported.serialize())
+    assert frontend_for(path) == "jax_export"
+    assert main(["compile", str(path), "-o", str(tmp_path / "mlp.sdc")]) == 0
+    exe = sdc.runtime.load(tmp_path / "mlp.sdc")
+    x = normal(rng, 3, 4)
+    (y,) = exe(*jax.tree_util.tree_leaves(p), x)
+    np.testing.assert_allclose(y, mlp(p, x), **TOL)
+
+
+def test_errors_of_serialized_exports_and_chlo_text(rng, tmp_path, capsys):
+    bad = tmp_path / "bad.jaxexport"
+    bad.write_bytes(b"not a flatbuffer at all")
+    assert main(["compile", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read 'bad.jaxexport' as a serialized jax.export") and err.count("\n") == 1
+    text = tmp_path / "erf.mlir"  # jit(...).lower writes bare chlo ops, which the bindings cannot parse
+    text.write_text(jax.jit(jax.scipy.special.erf).lower(normal(rng, 3)).as_text())
+    assert main(["compile", str(text)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: 'erf.mlir' holds chlo ops (chlo.erf at line ") and "jax.export" in err
+    assert err.count("\n") == 1
+
+
 def test_registry_routes_jax_functions_and_stablehlo_files():
     assert frontend_for(mlp) == "jax" and frontend_for(jax.jit(mlp)) == "jax"
     assert FRONTENDS["jax"]().name == "jax" and FRONTENDS["stablehlo"]().name == "stablehlo"
+    assert FRONTENDS["jax_export"]().name == "jax_export" and frontend_for(b"\0") == "jax_export"
 
 
 # ---------------------------------------------------------------- the coverage table

@@ -3,8 +3,10 @@ fp32, 20 steps; the loss curve and the final parameters must agree. Also: clippi
 a learning rate changed mid-run (no recompile), a checkpoint saved at step 10 and resumed in a fresh
 process (steps 11-20 equal the uninterrupted run exactly), and the errors.
 
-Models: an MLP with a cross-entropy loss. Convolution and pooling have no derivative rules yet
-(sdc/dialect/derivatives.py PENDING), so no CNN here.
+Models: an MLP with a cross-entropy loss; a CNN with training-mode batch norm (running statistics
+are state), a residual block and pooling; an MLP with dropout (masks from sdc's counter-based RNG,
+which the torch reference replays with `philox_uniform`); a pre-norm transformer block and a small
+GPT-style decoder with causal attention and tied embeddings.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -24,6 +27,7 @@ import torch.nn.functional as F
 import sdc
 import sdc.optim
 from sdc.diagnostics import SdcError
+from sdc.dialect.ops.random import philox_uniform
 from sdc.runtime.state import check_state
 
 STEPS = 20
@@ -210,3 +214,208 @@ def test_cuda_step_matches_torch_eager_on_cuda(target: str, tmp_path: Path):
     _check_against_torch(step, reference, losses, want)
     resumed = sdc.load_train(step.save(tmp_path / "ckpt"), device="cuda")
     assert resumed.step_count == STEPS and resumed(data[0][0].cuda(), data[0][1].cuda()) == step(*(t.cuda() for t in data[0]))
+
+
+# ---------------------------------------------------------------- batch norm in training mode
+
+
+class _Residual(nn.Module):
+    def __init__(self, c: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c, track_running_stats=False)  # batch statistics only
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c, momentum=0.3)
+
+    def forward(self, x):
+        return F.relu(x + self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x))))))
+
+
+class _BatchNormCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.block = _Residual(8)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.stem(x))), 2)
+        return self.fc(F.adaptive_avg_pool2d(self.block(x), 1).flatten(1))
+
+
+def _torch_steps(model: nn.Module, opt, data, loss=F.cross_entropy, clip: float | None = None) -> list[float]:
+    losses = []
+    for batch in data:
+        opt.zero_grad()
+        value = loss(model(*batch[:-1]), batch[-1])
+        value.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        losses.append(value.item())
+    return losses
+
+
+def test_cnn_with_training_mode_batch_norm_matches_torch_eager(tmp_path: Path):
+    """Conv + batch norm (batch statistics, gradient through them) + a residual block + pooling, 20
+    SGD-momentum steps: the losses, the final parameters and the running statistics (torch's
+    momentum, unbiased variance, num_batches_tracked) match torch eager; the statistics are state,
+    saved and resumed with the rest."""
+    torch.manual_seed(20)
+    model = _BatchNormCNN().train()
+    reference = copy.deepcopy(model)
+    gen = torch.Generator().manual_seed(21)
+    data = [(torch.randn(4, 3, 8, 8, generator=gen), torch.randint(0, 5, (4,), generator=gen)) for _ in range(STEPS)]
+    step = sdc.compile_train(model, data[0], loss=F.cross_entropy,
+                             optimizer=sdc.optim.SGD(lr=0.05, momentum=0.9, weight_decay=1e-4))
+    first = [step(x, y) for x, y in data[:10]]
+    resumed = sdc.load_train(step.save(tmp_path / "ckpt"))
+    losses = first + [resumed(x, y) for x, y in data[10:]]
+    assert [step(x, y) for x, y in data[10:]] == losses[10:]  # the resumed run is the same run
+    want = _torch_steps(reference, torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4),
+                        data)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(want), rtol=RTOL, atol=ATOL)
+    mine, theirs = resumed.state_dict(), reference.state_dict()
+    assert set(mine) == set(theirs)  # parameters and buffers, by torch's names
+    for name, t in theirs.items():
+        torch.testing.assert_close(mine[name], t, rtol=RTOL, atol=ATOL, msg=lambda m: f"{name}: {m}")
+    assert int(mine["bn.num_batches_tracked"]) == STEPS and mine["bn.num_batches_tracked"].dtype == torch.int64
+    assert "bn.running_var" not in resumed.params  # statistics are state, never trained
+    before = _BatchNormCNN().state_dict()  # the running statistics moved from their initial values
+    assert not torch.allclose(mine["block.bn2.running_var"], before["block.bn2.running_var"])
+
+
+# ---------------------------------------------------------------- dropout (counter-based RNG)
+
+DROP = 0.25
+
+
+class _DropoutMLP(nn.Module):
+    """Dropout between two layers; with `mask` set, the mask is applied by hand (torch's reference)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(10, 32), nn.Linear(32, 5)
+        self.mask: torch.Tensor | None = None
+
+    def forward(self, x):
+        h = F.gelu(self.fc1(x))
+        h = F.dropout(h, DROP, self.training) if self.mask is None else h * self.mask * (1 / (1 - DROP))
+        return self.fc2(h)
+
+
+def test_dropout_is_deterministic_per_seed_and_matches_torch_with_sdc_masks(tmp_path: Path):
+    """Dropout masks come from sdc.random_uniform at (seed, step * counters per step + element):
+    the same seed gives the same losses, another seed (no recompile) other losses, and torch eager
+    with the masks replayed from `philox_uniform` trains the same 20 AdamW steps."""
+    torch.manual_seed(30)
+    model = _DropoutMLP().train()
+    reference = copy.deepcopy(model)
+    data = _data(31)
+    step = sdc.compile_train(model, data[0], loss=F.cross_entropy, optimizer=sdc.optim.AdamW(lr=1e-2), seed=7)
+    assert step.rng == {"seed": 7, "stride": 8 * 32} and [t.name for t in step.inputs] == ["batch_0", "batch_1"]
+    start = step.save(tmp_path / "start")
+    losses = [step(x, y) for x, y in data]
+    opt = torch.optim.AdamW(reference.parameters(), lr=1e-2)
+    want = []
+    for i, (x, y) in enumerate(data):
+        keep = philox_uniform(7, i * 8 * 32, 8 * 32).reshape(8, 32) >= DROP
+        reference.mask = torch.from_numpy(keep.astype(np.float32))
+        want += _torch_steps(reference, opt, [(x, y)])
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(want), rtol=RTOL, atol=ATOL)
+    for name, p in reference.named_parameters():
+        torch.testing.assert_close(step.state_dict()[name], p.detach(), rtol=RTOL, atol=ATOL)
+    again = sdc.load_train(start)
+    assert [again(x, y) for x, y in data[:5]] == losses[:5]  # same seed, same steps: same losses
+    other = sdc.load_train(start)
+    program = other.program.exe
+    others = [other.step(x, y, seed=8) for x, y in data[:5]]
+    assert all(a != b for a, b in zip(others, losses[:5]))
+    assert other.program.exe is program  # a new seed is a new input value, not a new program
+    with pytest.raises(SdcError, match="nothing to train"):
+        frozen = _DropoutMLP()
+        frozen.requires_grad_(False)
+        sdc.compile_train(frozen, data[0], loss=F.cross_entropy, optimizer=sdc.optim.SGD())
+
+
+def test_rng_input_names_agree():
+    from sdc.frontend.torch.importer import RNG_INPUTS
+
+    assert sdc.train.RNG_INPUTS == RNG_INPUTS
+
+
+# ---------------------------------------------------------------- transformers
+
+
+class _Block(nn.Module):
+    """Pre-norm transformer block: causal multi-head self-attention and a GELU MLP, both residual."""
+
+    def __init__(self, d: int, heads: int, qkv_bias: bool = True):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d, bias=qkv_bias), nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in self.qkv(self.ln1(x)).split(d, 2))
+        att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class _GPT(nn.Module):
+    """A GPT-style decoder: token and position embeddings, two blocks, a final norm and a head tied to
+    the token embedding."""
+
+    def __init__(self, vocab: int = 32, d: int = 16, heads: int = 2, layers: int = 2, context: int = 8):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(context, d)
+        nn.init.normal_(self.tok.weight, std=0.2)
+        nn.init.normal_(self.pos.weight, std=0.2)
+        # no q/k/v bias: the key bias has no effect on softmax, so its gradient is rounding noise
+        # that Adam scales up to full steps, which two correct implementations do not agree on
+        self.blocks = nn.ModuleList(_Block(d, heads, qkv_bias=False) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+def _lm_loss(logits, targets):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def _mse(y, target):
+    return F.mse_loss(y, target)
+
+
+@pytest.mark.parametrize("name", ["block-adamw", "gpt-adamw-clip"])
+def test_transformers_match_torch_eager(name: str):
+    """A transformer block (regression to a target) and a GPT-style decoder (next-token cross-entropy,
+    tied embeddings, global-norm clipping), 20 AdamW steps against torch eager."""
+    torch.manual_seed(40)
+    gen = torch.Generator().manual_seed(41)
+    if name == "block-adamw":
+        model, loss, clip = _Block(16, 2, qkv_bias=False), _mse, None
+        data = [(torch.randn(2, 8, 16, generator=gen), torch.randn(2, 8, 16, generator=gen)) for _ in range(STEPS)]
+    else:
+        model, loss, clip = _GPT(), _lm_loss, 0.5
+        data = [(torch.randint(0, 32, (2, 8), generator=gen), torch.randint(0, 32, (2, 8), generator=gen))
+                for _ in range(STEPS)]
+    reference = copy.deepcopy(model)
+    step = sdc.compile_train(model, data[0], loss=loss,
+                             optimizer=sdc.optim.AdamW(lr=3e-3, weight_decay=0.1, clip_grad_norm=clip))
+    losses = [step(x, y) for x, y in data]
+    want = _torch_steps(reference, torch.optim.AdamW(reference.parameters(), lr=3e-3, weight_decay=0.1), data,
+                        loss=loss, clip=clip)
+    _check_against_torch(step, reference, losses, want)
+    if clip is not None:  # clipping was active
+        probe = copy.deepcopy(model)
+        _lm_loss(probe(data[0][0]), data[0][1]).backward()
+        assert torch.nn.utils.clip_grad_norm_(probe.parameters(), float("inf")) > clip

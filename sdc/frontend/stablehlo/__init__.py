@@ -3,7 +3,9 @@
     exe = sdc.compile(fn, (params, x))          # a JAX function: jax.jit(fn).lower(...) -> StableHLO
     y = exe(params, x)                          # the function's pytree in, its result pytree out (numpy)
 
-    sdc compile model.mlir -o model.sdc         # a StableHLO text file (`lowered.as_text()`)
+    sdc compile model.mlir -o model.sdc         # a StableHLO text file (`exp.mlir_module()`)
+    exe = sdc.compile(exp.serialize())          # a serialized jax.export (bytes, an Exported, a .jaxexport file)
+    sdc compile model.jaxexport -o model.sdc
 
 Parts, one job each:
 - `patterns.py`: the rule table, one function per StableHLO op family (`RULES`);
@@ -13,8 +15,8 @@ Parts, one job each:
   the executable that rebuilds the result pytree (`JaxExecutable`);
 - `coverage.py`: the table of StableHLO ops, converted or not (docs/stablehlo-coverage.md).
 
-`JaxFrontend` ("jax") and `StablehloFrontend` ("stablehlo") are the entries of
-`sdc.frontend.FRONTENDS`. Nothing here imports jax until a JAX function is compiled.
+`JaxFrontend` ("jax"), `JaxExportFrontend` ("jax_export") and `StablehloFrontend` ("stablehlo")
+are the entries of `sdc.frontend.FRONTENDS`. Nothing here imports jax until a JAX function is compiled.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from typing import Any, Sequence
 from sdc.diagnostics import SdcError
 from sdc.frontend.base import Imported, InputShapes, read_model_text
 
-__all__ = ["JaxFrontend", "StablehloFrontend"]
+__all__ = ["JaxExportFrontend", "JaxFrontend", "StablehloFrontend"]
+
+EXPORT_SUFFIX = ".jaxexport"  # what sdc calls a file of `Exported.serialize()` bytes
 
 
 def _no_files(kind: str, params_file: Any, mesh: Any) -> None:
@@ -91,3 +95,45 @@ class StablehloFrontend:
         if input_shapes:
             options["input_shapes"] = dict(input_shapes)
         return Imported(imported.module, imported.params, options)
+
+
+class JaxExportFrontend:
+    """The `jax_export` frontend: what `jax.export` makes of a function, as a `jax.export.Exported`,
+    its `serialize()` bytes, or a `.jaxexport` file of those bytes. The export carries the pytrees
+    and the symbolic shapes; inputs are named `arg<i>` and their pytree path (`arg0.w1`)."""
+
+    name = "jax_export"
+
+    def import_model(self, model: Any, *, input_shapes: InputShapes | None = None,
+                     params_file: str | os.PathLike | None = None, mesh: Any = None) -> Imported:
+        from sdc.frontend.stablehlo.jax_entry import import_exported
+
+        _no_files("serialized jax.export", params_file, mesh)
+        exported, source = self._exported(model)
+        imported, _ = import_exported(exported, source)
+        options: dict[str, Any] = {"source": source, "frontend": self.name}
+        if input_shapes:
+            options["input_shapes"] = dict(input_shapes)
+        return Imported(imported.module, imported.params, options)
+
+    def adapt_executable(self, executable: Any, model: Any, **_: Any) -> Any:
+        """Called with the export's pytrees, as the function was (see JaxExecutable)."""
+        from sdc.frontend.stablehlo.jax_entry import JaxExecutable, exported_signature
+
+        exported, _ = self._exported(model)
+        return JaxExecutable(executable, exported_signature(exported))
+
+    @staticmethod
+    def _exported(model: Any) -> tuple[Any, str]:
+        from sdc.frontend.stablehlo.jax_entry import deserialize, is_exported
+
+        if is_exported(model):
+            return model, f"{model.fun_name} (jax.export)"
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            return deserialize(bytes(model), "<bytes>"), "<serialized jax.export>"
+        path = Path(model)
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise SdcError(f"cannot open '{path}': {e.strerror}") from None
+        return deserialize(data, path.name), path.name

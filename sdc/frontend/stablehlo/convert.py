@@ -37,9 +37,10 @@ from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import DYN, ShapeError
 from sdc.dialect.symexpr import SymExprError, to_text
 from sdc.frontend.builder import Builder, CompileTimeValueError, dims_text
-from sdc.frontend.stablehlo.patterns import RULES, Rewrite, Unsupported, symbolic_eval
+from sdc.frontend.stablehlo.patterns import (COMPOSITES, RULES, Rewrite, Unsupported, composite_name, source_line,
+                                             symbolic_eval)
 from sdc.frontend.values import V, is_int, symbol_name
-from sdc.mlir import MLIRError, PassManager, ir, rewrite, stablehlo
+from sdc.mlir import MLIRError, PassManager, func, ir, rewrite, stablehlo
 
 __all__ = ["ImportedStablehlo", "StablehloInput", "check_supported", "import_stablehlo", "is_stablehlo", "parse"]
 
@@ -67,23 +68,63 @@ class ImportedStablehlo:
 
 
 def is_stablehlo(text: str) -> bool:
-    """Whether IR text holds StableHLO ops (the `mlir` frontend hands such files over)."""
-    return re.search(r"\bstablehlo\.[a-z_]+\b", text) is not None
+    """Whether IR text holds StableHLO (or chlo) ops (the `mlir` frontend hands such files over)."""
+    return re.search(r"\b(?:stablehlo|chlo)\.[a-z_]+\b", text) is not None
 
 
 # ---------------------------------------------------------------- parse
 
 
+_CHLO_OP = re.compile(r"^\s*(?:%[^=]*=\s*)?\"?(chlo\.[a-z_]+)", re.MULTILINE)
+
+
+def _refuse_chlo(text: str, source: str) -> None:
+    """The bindings have no chlo dialect: `jit(f).lower(...).as_text()` writes chlo ops (erf,
+    top_k, sinh, ...) that cannot be parsed. jax.export writes them as `stablehlo.composite`s,
+    which are read; say so, listing the chlo ops and their lines, instead of a parse error."""
+    found: dict[str, int] = {}
+    for m in _CHLO_OP.finditer(text):
+        found.setdefault(m.group(1), text.count("\n", 0, m.start()) + 1)
+    if found:
+        listing = ", ".join(f"{name} at line {line}" for name, line in found.items())
+        raise SdcError(f"'{source}' holds chlo ops ({listing}): write the module with jax.export "
+                       "(jax.export.export(jax.jit(f))(*args).mlir_module(), or exp.serialize() into a "
+                       ".jaxexport file), which writes them as stablehlo.composite ops sdc reads")
+
+
+def expand_composites(module: ir.Module) -> None:
+    """Replace every `stablehlo.composite` that no rule converts by a call of its decomposition
+    function, so that the inliner turns it into the StableHLO ops it stands for."""
+    found = []
+
+    def visit(op):
+        if op.name == "stablehlo.composite" and composite_name(op) not in COMPOSITES:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    for op in found:
+        callee = ir.FlatSymbolRefAttr(op.attributes["decomposition"]).value
+        with ir.InsertionPoint(op), op.location:
+            call = func.CallOp([r.type for r in op.results], callee, list(op.operands))
+        for old, new in zip(op.results, call.results):
+            old.replace_all_uses_with(new)
+        op.erase()
+
+
 def parse(text: str, source: str) -> tuple[ir.Context, ir.Module]:
-    """The module in an sdc context that also knows StableHLO, private functions inlined."""
+    """The module in an sdc context that also knows StableHLO, composites without a rule expanded
+    and private functions inlined."""
     ctx = new_context()
     with ctx, ir.Location.unknown():
         stablehlo().register_dialect(ctx)
         try:
             module = ir.Module.parse(text)
         except MLIRError as e:
+            _refuse_chlo(text, source)
             detail = "; ".join(_where_text(d.location) + d.message for d in e.error_diagnostics) or str(e)
             raise SdcError(f"cannot parse '{source}' as StableHLO: {detail}") from None
+        expand_composites(module)
         try:
             PassManager.parse("builtin.module(inline,symbol-dce)").run(module.operation)
         except MLIRError as e:
@@ -94,14 +135,7 @@ def parse(text: str, source: str) -> tuple[ir.Context, ir.Module]:
 # ---------------------------------------------------------------- what cannot be converted
 
 
-def _where(loc: ir.Location) -> str:
-    """`file:line` (or the location's name) of a location, for messages."""
-    text = str(loc)
-    m = re.search(r'"([^"]+)":(\d+):(\d+)', text)
-    if m:
-        return f"{m.group(1)}:{m.group(2)}"
-    m = re.search(r'loc\("([^"]+)"', text)
-    return m.group(1) if m else "unknown location"
+_where = source_line  # `file:line` of a location, for messages
 
 
 def _where_text(loc) -> str:
@@ -143,7 +177,10 @@ class Converter:
         self.params: dict[str, Any] = {}
         self.values: dict[ir.Value, V] = {}
         self.builder = Builder(self.params, lambda: "const")
-        self.rewrite = Rewrite(self.builder)
+        self.rewrite = Rewrite(self.builder, self._outer_value)
+        # What each converted StableHLO op's results are, keyed by the original results: the ops
+        # inside a while/case region read values defined outside it by their original IR value.
+        self.originals: dict[ir.Value, V] = {}
         self.errors: list[str] = []
         self._keep: list[Any] = []  # the bindings do not own the Python callables they are given
 
@@ -239,8 +276,18 @@ class Converter:
         except MLIRError as e:
             detail = "; ".join(d.message for d in e.error_diagnostics) or str(e)
             raise SdcError(self.errors[0] if self.errors else f"converting '{self.source}' failed: {detail}") from None
+        finally:
+            self.originals.clear()  # the original ops are erased now
         if self.errors:
             raise SdcError(self.errors[0])
+
+    def _outer_value(self, value) -> V:
+        found = self.values.get(value)
+        if found is None:
+            found = self.originals.get(value)
+        if found is None:
+            raise Unsupported("a region reads a value that was not converted before it")
+        return found
 
     def _pattern(self, name: str):
         rule = RULES[name]
@@ -255,6 +302,7 @@ class Converter:
                     folded = symbolic_eval(self.rewrite, op, ins)
                     outs = [folded] if folded is not None else rule.convert(self.rewrite, op, ins)
                     results = [self._materialize(v, r.type) for v, r in zip(outs, op.results)]
+                    self.originals.update(zip(op.results, outs))
             except (Unsupported, CompileTimeValueError, ShapeError, ValueError, KeyError, MLIRError) as e:
                 message = "; ".join(d.message for d in e.error_diagnostics) if isinstance(e, MLIRError) else str(e)
                 self.errors.append(f"{name} at {where}: {message}")
@@ -364,6 +412,15 @@ def _symbolic_scalar(d) -> V:
 
 
 
+def _drop_other_functions(module: ir.Module, entry) -> None:
+    """After inlining, the functions left besides the entry are the decompositions of composites
+    that are converted directly (chlo.erf, chlo.top_k): nothing runs them."""
+    for op in list(module.body.operations):
+        op = op.operation
+        if op.name == "func.func" and op != entry:
+            op.erase()
+
+
 def import_stablehlo(text: str, *, source: str = "<stablehlo>",
                      inputs: list[StablehloInput] | None = None) -> ImportedStablehlo:
     """Convert a StableHLO module (text) to the sdc dialect; `inputs` name and shape the entry's
@@ -374,5 +431,6 @@ def import_stablehlo(text: str, *, source: str = "<stablehlo>",
             fn = entry_function(module)
         except SdcError as e:
             raise SdcError(f"'{source}': {e}") from None
+        _drop_other_functions(module, fn)
         check_supported(fn, source)
     return Converter(ctx, module, fn, source).run(inputs)

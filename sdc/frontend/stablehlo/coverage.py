@@ -56,6 +56,13 @@ _NOTES = {
     "stablehlo.custom_call": "@shape_assertion only (jax.export), dropped: sdc's run-time guards check shapes",
     "stablehlo.dot_general": "any batching/contracting dims, as one batched matmul",
     "stablehlo.compare": "EQ, NE, LT, LE, GT, GE",
+    "stablehlo.composite": "chlo.erf, sinh, cosh, tan, asin, acos, atan, asinh, acosh, atanh, top_k directly; any "
+                           "other composite is inlined from its decomposition",
+    "stablehlo.while": "unrolled when the trip count is known at compile time (fori_loop, scan), at most 4096",
+    "stablehlo.case": "a constant index takes its branch; otherwise every branch runs and a select picks",
+    "stablehlo.if": "a constant predicate takes its branch; otherwise both run and a select picks",
+    "stablehlo.dynamic_slice": "start indices known at compile time (clamped as the spec says)",
+    "stablehlo.dynamic_update_slice": "start indices known at compile time, static operand shape",
 }
 
 

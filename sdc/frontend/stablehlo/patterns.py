@@ -12,6 +12,7 @@ convolution). The coverage table (docs/stablehlo-coverage.md) is generated from 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -41,8 +42,9 @@ class Rule:
 class Rewrite:
     """What a rule works with: the builder and the StableHLO op's attributes and result types."""
 
-    def __init__(self, builder: Builder):
+    def __init__(self, builder: Builder, lookup: Callable[[Any], V] | None = None):
         self.b = builder
+        self.lookup = lookup  # what the conversion knows about a value defined outside a region
 
     # ------------------------------------------------------------ reading attributes
 
@@ -69,6 +71,16 @@ class Rewrite:
                     raise Unsupported(f"result dim {j} is dynamic and not derived from an operand")
                 shape[j] = like.sym[j]
         return shape
+
+
+def source_line(loc: ir.Location) -> str:
+    """`file:line` (or the location's name) of a location, for messages."""
+    text = str(loc)
+    m = re.search(r'"([^"]+)":(\d+):(\d+)', text)
+    if m:
+        return f"{m.group(1)}:{m.group(2)}"
+    m = re.search(r'loc\("([^"]+)"', text)
+    return m.group(1) if m else "unknown location"
 
 
 # ---------------------------------------------------------------- symbolic shape arithmetic
@@ -213,6 +225,17 @@ def _expm1(rw: Rewrite, op, ins: list[V]) -> list[V]:
 
 def _log1p(rw: Rewrite, op, ins: list[V]) -> list[V]:
     return [rw.b.emit("log", [rw.b.emit("add", [ins[0], rw.b.scalar_like(1.0, ins[0])])])]
+
+
+def _atan2(rw: Rewrite, op, ins: list[V]) -> list[V]:
+    """atan2(y, x) from atan(y / x), corrected by quadrant (x = 0: sign(y) * pi/2; atan2(0, 0) = 0)."""
+    y, x = ins
+    b = rw.b
+    zero = b.scalar_like(0.0, x)
+    t = b.emit("atan", [b.emit("div", [y, x])])
+    t = b.emit("where", [b.emit("eq", [x, zero]), b.emit("mul", [b.emit("sign", [y]), b.scalar_like(np.pi / 2, y)]), t])
+    half_turn = b.emit("where", [b.emit("ge", [y, zero]), b.scalar_like(np.pi, y), b.scalar_like(-np.pi, y)])
+    return [b.emit("where", [b.emit("lt", [x, zero]), b.emit("add", [t, half_turn]), t])]
 
 
 # ---------------------------------------------------------------- constants, iota, dims
@@ -543,6 +566,201 @@ def _gather(rw: Rewrite, op, ins: list[V]) -> list[V]:
     return [rw.b.emit("gather", [ins[0], indices], axis=axis)]
 
 
+# ---------------------------------------------------------------- dynamic slices at constant offsets
+
+def _start_indices(rw: Rewrite, op, starts: list[V], what: str) -> list[int]:
+    """The start offsets of a dynamic_slice/dynamic_update_slice, known at compile time (a loop
+    counter of an unrolled loop is), clamped into range as StableHLO specifies."""
+    operand = tensor_spec(op.operands[0].type).shape
+    window = Rewrite.ints(op, "slice_sizes") or list(tensor_spec(op.operands[1].type).shape)
+    out = []
+    for i, s in enumerate(starts):
+        value = rw.b.scalar(s, f"the start index {i} of a {what}")
+        if is_int(operand[i]) and is_int(window[i]):
+            value = min(max(int(value), 0), operand[i] - window[i])
+        out.append(int(value))
+    return out
+
+
+def _dynamic_slice(rw: Rewrite, op, ins: list[V]) -> list[V]:
+    x = ins[0]
+    starts = _start_indices(rw, op, ins[1:], "dynamic_slice")
+    sizes = rw.ints(op, "slice_sizes")
+    axes = [i for i in range(x.rank) if not (starts[i] == 0 and is_int(x.sym[i]) and sizes[i] == x.sym[i])]
+    if not axes:
+        return [x]
+    return [rw.b.emit("slice", [x], starts=[starts[a] for a in axes], ends=[starts[a] + sizes[a] for a in axes],
+                      axes=axes, steps=[1] * len(axes))]
+
+
+def _dynamic_update_slice(rw: Rewrite, op, ins: list[V]) -> list[V]:
+    """`update` written into `operand` at constant offsets: the update padded to the operand's
+    shape, selected where a constant mask says so."""
+    x, update = ins[0], ins[1]
+    if not all(is_int(d) for d in x.sym):
+        raise Unsupported("a dynamic_update_slice of an operand with symbolic dims")
+    starts = _start_indices(rw, op, ins[2:], "dynamic_update_slice")
+    sizes = [int(d) for d in update.sym]
+    if sizes == list(x.sym):
+        return [update]
+    low = starts
+    high = [int(n) - s - k for n, s, k in zip(x.sym, starts, sizes)]
+    mask = np.zeros([int(d) for d in x.sym], dtype=bool)
+    mask[tuple(slice(s, s + k) for s, k in zip(starts, sizes))] = True
+    padded = rw.b.emit("pad", [update], pads=low + high, value=0.0)
+    return [rw.b.emit("where", [Builder.const(mask), padded, x])]
+
+
+# ---------------------------------------------------------------- chlo composites
+
+# `jax.export` wraps the chlo ops it keeps (erf, the inverse and hyperbolic trigonometric functions,
+# top_k) in `stablehlo.composite "chlo.<op>"` with a decomposition function. The ones sdc has an op
+# for are converted directly; every other composite is replaced by a call of its decomposition
+# before the functions are inlined (convert.expand_composites).
+_CHLO_UNARY = {"erf": "erf", "sinh": "sinh", "cosh": "cosh", "tan": "tan", "asin": "asin", "acos": "acos",
+               "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh"}
+COMPOSITES: frozenset[str] = frozenset([f"chlo.{n}" for n in _CHLO_UNARY] + ["chlo.top_k"])
+
+
+def composite_name(op) -> str:
+    return ir.StringAttr(op.attributes["name"]).value
+
+
+def _composite_attrs(op) -> dict[str, Any]:
+    if "composite_attributes" not in op.attributes:
+        return {}
+    d = ir.DictAttr(op.attributes["composite_attributes"])
+    out: dict[str, Any] = {}
+    for i in range(len(d)):
+        named = d[i]
+        attr = named.attr
+        out[named.name] = attr.value if isinstance(attr, (ir.BoolAttr, ir.IntegerAttr)) else str(attr)
+    return out
+
+
+def _check_composite(op) -> str | None:
+    name = composite_name(op)
+    return None if name in COMPOSITES else f"composite '{name}' has no rule and was not expanded"
+
+
+def _composite(rw: Rewrite, op, ins: list[V]) -> list[V]:
+    name = composite_name(op).split(".", 1)[1]
+    if name in _CHLO_UNARY:
+        return [rw.b.emit(_CHLO_UNARY[name], [ins[0]])]
+    attrs = _composite_attrs(op)  # top_k: the k largest along the last dim, i32 indices
+    values, indices = rw.b.emit_all("topk", [ins[0]], {"k": attrs["k"], "axis": -1,
+                                                        "largest": attrs.get("largest", True)})
+    return [values, rw.b.cast(indices, rw.result_spec(op, 1).dtype)]
+
+
+# ---------------------------------------------------------------- control flow, static after lowering
+
+MAX_UNROLL = 4096  # iterations of one unrolled stablehlo.while
+
+
+def nested_unsupported(op) -> list[str]:
+    """The ops inside `op`'s regions that no rule converts (or whose rule refuses them), with
+    their locations, for the up-front check."""
+    missing = []
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                if inner.name == "stablehlo.return":
+                    continue
+                rule = RULES.get(inner.name)
+                reason = f"{inner.name} at {source_line(inner.location)}" if rule is None else None
+                if rule is not None and rule.check is not None:
+                    why = rule.check(inner)
+                    reason = f"{inner.name} ({why}) at {source_line(inner.location)}" if why else None
+                if reason:
+                    missing.append(reason)
+    return missing
+
+
+def _check_regions(op) -> str | None:
+    missing = nested_unsupported(op)
+    return f"its regions use {'; '.join(missing)}" if missing else None
+
+
+def run_region(rw: Rewrite, region, args: list[V]) -> list[V]:
+    """Convert the ops of a one-block region with its arguments bound to `args`; the values its
+    `stablehlo.return` returns. Values from outside the region are looked up in the conversion."""
+    block = region.blocks[0]
+    env: dict[Any, V] = dict(zip(block.arguments, args))
+
+    def value(v) -> V:
+        found = env.get(v)
+        return found if found is not None else rw.lookup(v)
+
+    for inner in block.operations:
+        inner = inner.operation
+        ins = [value(v) for v in inner.operands]
+        if inner.name == "stablehlo.return":
+            return ins
+        with rw.b.at(inner.location):
+            folded = symbolic_eval(rw, inner, ins)
+            outs = [folded] if folded is not None else RULES[inner.name].convert(rw, inner, ins)
+        env.update(zip(inner.results, outs))
+    raise Unsupported("a region without a stablehlo.return")
+
+
+def _known_scalar(v: V) -> int | None:
+    """The value of a rank-0 constant, or None when it is only known at run time."""
+    if not v.is_const:
+        return None
+    return int(np.asarray(v.const).reshape(-1)[0])
+
+
+def _while(rw: Rewrite, op, ins: list[V]) -> list[V]:
+    """A loop whose trip count is known at compile time (lax.fori_loop, lax.scan): unrolled, the
+    body converted once per iteration with the carried values of the last."""
+    cond, body = op.regions[0], op.regions[1]
+    carried = list(ins)
+    for _ in range(MAX_UNROLL + 1):
+        (go,) = run_region(rw, cond, carried)
+        known = _known_scalar(go)
+        if known is None:
+            raise Unsupported("the loop condition is not known at compile time (a data-dependent trip count); "
+                              "sdc unrolls loops with a constant trip count only")
+        if not known:
+            return carried
+        carried = run_region(rw, body, carried)
+    raise Unsupported(f"the loop runs more than {MAX_UNROLL} iterations: too many to unroll")
+
+
+def _select_branches(rw: Rewrite, index: V, branches: list[list[V]]) -> list[V]:
+    """Every branch computed, the results chosen by `index` at run time (branches are pure)."""
+    out = branches[-1]
+    for i in reversed(range(len(branches) - 1)):
+        hit = rw.b.emit("eq", [index, Builder.const(np.array(i), index.dtype)])
+        out = [rw.b.emit("where", [hit, a, b]) for a, b in zip(branches[i], out)]
+    return out
+
+
+def _case(rw: Rewrite, op, ins: list[V]) -> list[V]:
+    """lax.switch/lax.cond: with a constant index only its branch; otherwise every branch and a
+    select (an index out of range takes the last branch, as StableHLO specifies)."""
+    (index,) = ins
+    n = len(op.regions)
+    known = _known_scalar(index)
+    if known is not None:
+        return run_region(rw, op.regions[known if 0 <= known < n else n - 1], [])
+    clamped = rw.b.emit("where", [rw.b.emit("and", [rw.b.emit("ge", [index, Builder.const(np.array(0), index.dtype)]),
+                                                    rw.b.emit("lt", [index, Builder.const(np.array(n), index.dtype)])]),
+                                  index, Builder.const(np.array(n - 1), index.dtype)])
+    return _select_branches(rw, clamped, [run_region(rw, r, []) for r in op.regions])
+
+
+def _if(rw: Rewrite, op, ins: list[V]) -> list[V]:
+    (pred,) = ins
+    known = _known_scalar(pred)
+    if known is not None:
+        return run_region(rw, op.regions[0 if known else 1], [])
+    then, other = run_region(rw, op.regions[0], []), run_region(rw, op.regions[1], [])
+    return [rw.b.emit("where", [pred, a, b]) for a, b in zip(then, other)]
+
+
 # ---------------------------------------------------------------- the table
 
 def _shape_assertion(op) -> str | None:
@@ -568,6 +786,7 @@ RULES.update({
     "stablehlo.is_finite": Rule(_is_finite, family="elementwise"),
     "stablehlo.exponential_minus_one": Rule(_expm1, family="elementwise"),
     "stablehlo.log_plus_one": Rule(_log1p, family="elementwise"),
+    "stablehlo.atan2": Rule(_atan2, family="elementwise"),
     "stablehlo.compare": Rule(_compare, _check_compare, family="compare/select"),
     "stablehlo.select": Rule(_select, family="compare/select"),
     "stablehlo.clamp": Rule(_clamp, family="compare/select"),
@@ -591,4 +810,10 @@ RULES.update({
     "stablehlo.convolution": Rule(_convolution, _check_convolution, family="contractions"),
     "stablehlo.gather": Rule(_gather, _check_gather, family="indexing"),
     "stablehlo.custom_call": Rule(_drop, _shape_assertion, family="structure"),
+    "stablehlo.dynamic_slice": Rule(_dynamic_slice, family="shapes"),
+    "stablehlo.dynamic_update_slice": Rule(_dynamic_update_slice, family="shapes"),
+    "stablehlo.composite": Rule(_composite, _check_composite, family="chlo"),
+    "stablehlo.while": Rule(_while, _check_regions, family="control flow"),
+    "stablehlo.case": Rule(_case, _check_regions, family="control flow"),
+    "stablehlo.if": Rule(_if, _check_regions, family="control flow"),
 })

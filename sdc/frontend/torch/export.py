@@ -2,17 +2,18 @@
 
 `export_program` runs `torch.export.export` (non-strict: the model's Python runs as it is, with
 fake tensors) and `run_decompositions` to the core ATen op set, so the importer sees ~190 ops
-instead of ~2000. `source_location` picks a node's place in the user's code from its stack trace;
-`check_supported` reports every ATen op the importer lacks, with those places, in one error
-before any IR is built.
+instead of ~2000 (with every view traced as a reshape: `views_as_reshapes`). `source_location`
+picks a node's place in the user's code from its stack trace; `check_supported` reports every
+ATen op the importer lacks, with those places, in one error before any IR is built.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 import torch.fx
@@ -61,9 +62,32 @@ def export_program(model: Any, example_args: Sequence[Any] | None, example_kwarg
         raise SdcError(f"the torch frontend compiles a torch.nn.Module or a torch.export.ExportedProgram, "
                        f"found {type(model).__module__}.{type(model).__name__}")
     try:
-        return program.run_decompositions(decomposition_table())
+        with views_as_reshapes(program):
+            return program.run_decompositions(decomposition_table())
     except Exception as e:
         raise SdcError(f"decomposing the exported program to core ATen failed: {_first_line(e)}") from e
+
+
+@contextlib.contextmanager
+def views_as_reshapes(program: torch.export.ExportedProgram) -> Iterator[None]:
+    """Every `aten.view` of `program`'s graph traced as `aten.reshape` while it is decomposed.
+
+    A view is legal only for the strides its operand had when torch.export traced it, and a
+    decomposition may give that operand other strides: `scaled_dot_product_attention` is one
+    kernel with a [B, S, H, D] result at export and a matmul chain with a permuted result once
+    decomposed, so GPT-2's `attn.transpose(1, 2).reshape(...).view(-1, d)` no longer views. sdc
+    values have no strides and a reshape is a view wherever a view is legal, so nothing changes
+    but that the retrace copies where the new strides need it. The graph is restored afterwards:
+    the caller's ExportedProgram is left as it was."""
+    retargeted = [node for node in program.graph.nodes
+                  if node.op == "call_function" and node.target is torch.ops.aten.view.default]
+    for node in retargeted:
+        node.target = torch.ops.aten.reshape.default
+    try:
+        yield
+    finally:
+        for node in retargeted:
+            node.target = torch.ops.aten.view.default
 
 
 def _first_line(e: BaseException) -> str:

@@ -24,10 +24,10 @@ from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
 from sdc.dialect import op_classes as D
 from sdc.dialect.op_classes import new_context
-from sdc.dialect.shapes import ShapeError
+from sdc.dialect.shapes import DYN, ShapeError
 from sdc.frontend.builder import Builder, verify_imported
 from sdc.frontend.torch.export import ASSERT_TARGETS, check_supported, export_program, op_name, source_location
-from sdc.frontend.torch.ops import AtenImporter, is_size_value
+from sdc.frontend.torch.ops import AtenImporter, is_random, is_size_value
 from sdc.frontend.torch.symbols import SymbolNames, name_input_dims, range_guards, size_expr
 from sdc.frontend.values import V, is_int, symbol_name
 from sdc.mlir import MLIRError, func, ir
@@ -35,6 +35,8 @@ from sdc.mlir import MLIRError, func, ir
 __all__ = ["ImportedProgram", "import_program", "import_torch"]
 
 _WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+RNG_INPUTS = ("rng.seed", "rng.offset")  # rank-0 i64 entry inputs, added when the graph draws random numbers
+NEXT_PREFIX = "next."  # a buffer update's result: `next.<buffer>` (what sdc.train makes state)
 
 
 @dataclass
@@ -46,31 +48,35 @@ class ImportedProgram:
 
 
 def import_torch(model: Any, example_args: Sequence[Any] | None = None, dynamic_shapes: Any = None, *,
-                 example_kwargs: dict | None = None) -> ImportedProgram:
+                 example_kwargs: dict | None = None, buffer_updates: bool = False) -> ImportedProgram:
     """Export `model` (a torch.nn.Module, or an ExportedProgram as it is) and import it into sdc."""
     program = export_program(model, example_args, example_kwargs, dynamic_shapes)
-    return import_program(program, dynamic_shapes)
+    return import_program(program, dynamic_shapes, buffer_updates=buffer_updates)
 
 
-def import_program(program: torch.export.ExportedProgram, dynamic_shapes: Any = None) -> ImportedProgram:
-    """Import a core-ATen ExportedProgram; `dynamic_shapes` (as given to torch.export) names its dims."""
+def import_program(program: torch.export.ExportedProgram, dynamic_shapes: Any = None, *,
+                   buffer_updates: bool = False) -> ImportedProgram:
+    """Import a core-ATen ExportedProgram; `dynamic_shapes` (as given to torch.export) names its dims.
+    `buffer_updates` (a training step): a buffer the forward updates in place (batch norm's running
+    statistics) is allowed, and its new value becomes an extra result named `next.<buffer>`."""
     graph = program.graph_module.graph
     signature = program.graph_signature
-    if signature.buffers_to_mutate or signature.user_inputs_to_mutate:
+    if (signature.buffers_to_mutate and not buffer_updates) or signature.user_inputs_to_mutate:
         mutated = list(signature.buffers_to_mutate.values()) + list(signature.user_inputs_to_mutate.values())
         raise SdcError(f"the model updates {', '.join(repr(m) for m in mutated)} in place during forward (a "
                        "training-mode batch norm?): call model.eval() or remove the in-place update")
     check_supported(graph, AtenImporter.supports)
     ctx = new_context()
     with ctx, ir.Location.unknown():
-        return GraphImporter(program, dynamic_shapes).run()
+        return GraphImporter(program, dynamic_shapes, buffer_updates).run()
 
 
 class GraphImporter:
     """One import: the signature, the weights, the nodes in graph order, the results."""
 
-    def __init__(self, program: torch.export.ExportedProgram, dynamic_shapes: Any):
+    def __init__(self, program: torch.export.ExportedProgram, dynamic_shapes: Any, buffer_updates: bool = False):
         self.program = program
+        self.buffer_updates = buffer_updates
         self.graph = program.graph_module.graph
         self.params: dict[str, torch.Tensor] = {}
         self.values: dict[torch.fx.Node, Any] = {}
@@ -121,12 +127,18 @@ class GraphImporter:
             arg_attrs.append(ir.DictAttr.get({"sdc.name": ir.StringAttr.get(node.name),
                                               "sdc.dims": A.dims(self._input_dims(node.name, sym))}))
             self.values[node] = V(dtype, sym)
+        random = any(node.op == "call_function" and is_random(node) for node in self.graph.nodes)
+        for name in RNG_INPUTS if random else ():  # the seed and counter offset random ops draw from
+            arg_types.append(self.builder.tensor_type((), "i64"))
+            arg_attrs.append(ir.DictAttr.get({"sdc.name": ir.StringAttr.get(name), "sdc.dims": A.dims([])}))
         with ir.InsertionPoint(module.body), file_loc:
             fn = func.FuncOp("main", (arg_types, []))
             fn.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
             block = fn.add_entry_block()
         for node, arg in zip(self.user_inputs, block.arguments):
             self.values[node].value = arg
+        if random:
+            self.aten.rng = tuple(V("i64", (), value=a) for a in list(block.arguments)[-len(RNG_INPUTS):])
         with ir.InsertionPoint(block):
             self._weights()
             output = None
@@ -211,7 +223,9 @@ class GraphImporter:
         self.values[node] = result
 
     def _conform(self, node: torch.fx.Node, result: Any, val: Any) -> Any:
-        """The result in the dtype torch recorded (ranks must agree: a mismatch is an importer bug)."""
+        """The result in the dtype torch recorded (ranks must agree: a mismatch is an importer bug),
+        and with torch's sizes where an sdc rule could not tell a dim (`x[:, :1]` of a symbolic
+        dim is `?` to `sdc.slice`, 1 to torch, which knows the dim is at least 1)."""
         if isinstance(val, (list, tuple)):
             results = list(result) + [None] * (len(val) - len(result))
             return [self._conform(node, r, v) if r is not None else None for r, v in zip(results, val)]
@@ -219,13 +233,25 @@ class GraphImporter:
             return result
         if result.rank != val.dim():
             raise ShapeError(f"the importer made a rank-{result.rank} value where torch has rank {val.dim()}")
+        if any(d is DYN for d in result.sym) and not result.known:
+            result = self._refined(result, val)
         return self.builder.cast(result, dtypes.from_torch(val.dtype))
+
+    def _refined(self, result: V, val: torch.Tensor) -> V:
+        """`result` reshaped to torch's sizes, where every one is a dim expression over input dims
+        (a size of a data-dependent symbol is not: the `?` stays, for the shape pass)."""
+        try:
+            sizes = [self.names.to_sdc(d) for d in val.shape]
+        except ShapeError:
+            return result
+        return self.builder.reshape(result, sizes)
 
     def _results(self, output: torch.fx.Node, loc: ir.Location) -> tuple[list, list, list[str]]:
         specs = self.program.graph_signature.output_specs
         outs = output.args[0] if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
         results, attrs, names = [], [], []
         user = [(spec, node) for spec, node in zip(specs, outs) if spec.kind == OutputKind.USER_OUTPUT]
+        updates = [(spec, node) for spec, node in zip(specs, outs) if spec.kind == OutputKind.BUFFER_MUTATION]
         self.builder.loc = loc
         for i, (spec, node) in enumerate(user):
             name = "output" if len(user) == 1 else f"output{i}"
@@ -243,6 +269,12 @@ class GraphImporter:
                 except ShapeError:
                     pass
             attrs.append(ir.DictAttr.get(named))
+            names.append(name)
+        for spec, node in updates if self.buffer_updates else ():
+            name = f"{NEXT_PREFIX}{spec.target}"
+            self.current = name
+            results.append(self.builder.tensor(self.values[node]))
+            attrs.append(ir.DictAttr.get({"sdc.name": ir.StringAttr.get(name)}))
             names.append(name)
         return results, attrs, names
 

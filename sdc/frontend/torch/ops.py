@@ -27,7 +27,7 @@ from sdc.dialect.shapes import ShapeError
 from sdc.frontend.builder import Builder
 from sdc.frontend.custom import emit_custom
 from sdc.frontend.torch.export import ASSERT_TARGETS, custom_op_name, op_name
-from sdc.frontend.values import V, is_int, sym_int
+from sdc.frontend.values import V, const_value, is_int, sym_int
 
 BIG = 2**63 - 1  # ATen's "to the end" for slice ends
 
@@ -75,6 +75,14 @@ def packet(target: Any) -> str | None:
     return None
 
 
+def is_random(node: torch.fx.Node) -> bool:
+    """Whether importing `node` draws random numbers (a training-mode dropout with p > 0)."""
+    if packet(node.target) != "native_dropout":
+        return False
+    p, train = (list(node.args) + [None, None])[1:3]
+    return bool(train) and p is not None and 0 < float(p) < 1
+
+
 def result_meta(node: torch.fx.Node) -> Any:
     return node.meta.get("val")
 
@@ -92,6 +100,8 @@ class AtenImporter:
         self.to_sdc = to_sdc  # a torch size expression -> int or sympy over sdc names
         self.node: torch.fx.Node | None = None
         self._transposed: dict[int, V] = {}  # id of a 2-D permute's result -> its operand (for matmul)
+        self.rng: tuple[V, V] | None = None  # the entry's (rng.seed, rng.offset) when a node is random
+        self.rng_drawn = 0  # random elements drawn so far (the next random op's base offset)
 
     # ---------------------------------------------------------------- what is supported
 
@@ -179,7 +189,9 @@ class AtenImporter:
         if isinstance(x, V):
             return x
         if isinstance(x, sympy.Basic):
-            raise ShapeError(f"a run-time size ({x}) used as a tensor value is unsupported")
+            # a size as data (`arange(s) + past_length`): its run-time value, an i64 `sdc.dim_values`
+            size = V("i64", (), value=self.b.tensor(const_value(np.array(x, dtype=object))))
+            return self.cast(size, dtype)
         if dtype == "bf16":
             return self.b.scalar_like(x, V("bf16"))
         return self.b.const(np.array(x), dtype)
@@ -529,13 +541,49 @@ class AtenImporter:
         return self.b.emit("gather_elements", [x, index], axis=self.axis(dim, x.rank))
 
     def aten_index(self, x, indices):
+        """`x[i0, :, i2]` (advanced indexing): one index tensor is an `sdc.gather` on its dim;
+        several are one `sdc.gather_nd` over their dims moved to the front, addressed by the index
+        tensors broadcast together and stacked into tuples (see `index_tuples`)."""
         given = [(d, i) for d, i in enumerate(indices) if i is not None]
-        if len(given) != 1:
-            raise ShapeError(f"indexing with {len(given)} index tensors is unsupported (one index tensor only)")
-        d, idx = given[0]
-        if idx.dtype == "i1":
+        if any(i.dtype == "i1" for _, i in given):
             raise ShapeError("indexing with a boolean mask is unsupported (its result size depends on the data)")
-        return self.b.emit("gather", [x, idx], axis=d)
+        if len(given) == 1:
+            d, idx = given[0]
+            return self.b.emit("gather", [x, idx], axis=d)
+        dims = [d for d, _ in given]
+        rest = [d for d in range(x.rank) if d not in dims]
+        front = self.aten_permute(x, dims + rest)
+        tuples, lead = self.index_tuples([i for _, i in given])
+        y = self.b.emit("gather_nd", [front, tuples], batch_dims=0)
+        # numpy's rule: index dims that are adjacent keep their place, separated ones go first
+        first = dims[0]
+        if dims != list(range(first, first + len(dims))) or first == 0:
+            return y
+        k = len(lead)
+        perm = list(range(k, k + first)) + list(range(k)) + list(range(k + first, y.rank))
+        return self.aten_permute(y, perm)
+
+    def index_tuples(self, index: list[V]) -> tuple[V, list]:
+        """The index tensors broadcast to their common shape S and stacked on a last dim: an i64
+        [*S, len(index)] of the tuples `gather_nd` addresses; and S."""
+        rank = max(i.rank for i in index)
+        lead: list = []
+        for k in range(rank):
+            sizes = [i.sym[k - rank + i.rank] for i in index if k - rank + i.rank >= 0]
+            wider = [d for d in sizes if not (is_int(d) and d == 1)]
+            lead.append(wider[0] if wider else 1)
+        columns = []
+        for i in index:
+            i = self.cast(i, "i64")
+            if i.rank < rank:
+                i = self.b.reshape(i, [1] * (rank - i.rank) + list(i.sym))
+            if tuple(i.sym) != tuple(lead):
+                i = self.b.broadcast(i, lead, fold=False)
+            columns.append(self.b.emit("unsqueeze", [i], axes=[rank]))
+        acc = columns[0]
+        for c in columns[1:]:
+            acc = self.b.emit("concat", [acc, c], axis=rank)
+        return acc, lead
 
     def aten_cumsum(self, x, dim, *, dtype=None):
         return self.b.emit("cumsum", [self.cast(x, self.out_dtype())], axis=self.axis(dim, x.rank))
@@ -630,6 +678,87 @@ class AtenImporter:
         shift = bias if bias is not None else self.b.const(np.zeros([int(c)]), x.dtype)
         return [self.b.emit("batch_norm", [x, scale, shift, mean, var], epsilon=float(eps)), None, None]
 
+    def aten__native_batch_norm_legit_functional(self, x, weight, bias, running_mean, running_var, training,
+                                                 momentum, eps):
+        """Batch norm with its running statistics' next values (results 3 and 4), as torch.export
+        writes a training-mode BatchNorm: in training, the batch's statistics normalize (primitive
+        ops, so the gradient flows through them) and the running ones move by `momentum`, the
+        variance unbiased (n / (n - 1)), as torch updates them."""
+        if not training:
+            y = self.aten__native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var,
+                                                                momentum, eps)[0]
+            return [y, None, None, running_mean, running_var]
+        axes = [0] + list(range(2, x.rank))
+        count = math.prod(x.sym[a] for a in axes)
+        if not is_int(sym_int(count)):
+            raise ShapeError("training-mode batch norm over run-time dims is unsupported (give static shapes)")
+        count = int(sym_int(count))
+        mean = self.b.emit("reduce_mean", [x], axes=axes, keepdims=True)
+        centered = self.b.emit("sub", [x, mean])
+        var = self.b.emit("reduce_mean", [self.b.emit("mul", [centered, centered])], axes=axes, keepdims=True)
+        rstd = self.b.emit("rsqrt", [self.b.emit("add", [var, self.b.scalar_like(float(eps), var)])])
+        y = self.b.emit("mul", [centered, rstd])
+        if weight is not None:
+            y = self.b.emit("mul", [y, self.along_channels(weight, x.rank)])
+        if bias is not None:
+            y = self.b.emit("add", [y, self.along_channels(bias, x.rank)])
+        c = x.sym[1]
+        batch_mean, batch_var = self.b.reshape(mean, [c]), self.b.reshape(var, [c])
+        outs = [y, batch_mean, self.b.reshape(rstd, [c])]
+        if running_mean is None:
+            return outs + [None, None]
+        m = float(momentum)
+        unbiased = count / max(count - 1, 1)
+
+        def moved(old: Any, new: Any, factor: float) -> Any:
+            kept = self.b.emit("mul", [old, self.b.scalar_like(1.0 - m, old)])
+            return self.b.emit("add", [kept, self.b.emit("mul", [new, self.b.scalar_like(m * factor, new)])])
+
+        return outs + [moved(running_mean, batch_mean, 1.0), moved(running_var, batch_var, unbiased)]
+
+    def aten__native_batch_norm_legit(self, x, weight, bias, *args):
+        """`.no_stats` (`track_running_stats=False`, train and eval mode alike): batch statistics.
+        `.default` with running statistics: inference reads them; training updates them in place,
+        which torch.export writes in the functional form instead (so this one is refused)."""
+        if len(args) == 5:
+            running_mean, running_var, training, momentum, eps = args
+            if training:
+                raise ShapeError("an in-place training-mode batch norm is unsupported (torch.export writes the "
+                                 "functional form, which is)")
+            return self.aten__native_batch_norm_legit_no_training(x, weight, bias, running_mean, running_var,
+                                                                  momentum, eps)
+        _, momentum, eps = args
+        return self.aten__native_batch_norm_legit_functional(x, weight, bias, None, None, True, momentum, eps)[:3]
+
+    def aten_native_dropout(self, x, p, train):
+        """Dropout as a mask drawn by `sdc.random_uniform` from the program's `rng.seed` and
+        `rng.offset` inputs (`random_uniform` says how): keep where u >= p, scale by 1 / (1 - p).
+        Results: the output and the mask (bool), as ATen's."""
+        if not train or p == 0:
+            return [x, self.b.broadcast(self.b.const(np.array(True), "i1"), list(x.sym))]
+        if p >= 1:
+            zero = self.filled(list(x.sym), 0, x.dtype)
+            return [zero, self.b.broadcast(self.b.const(np.array(False), "i1"), list(x.sym))]
+        u = self.random_uniform(list(x.sym), x.dtype)
+        keep = self.b.emit("ge", [u, self.b.scalar_like(float(p), u)])
+        y = self.b.emit("mul", [x, self.cast(keep, x.dtype)])
+        return [self.b.emit("mul", [y, self.b.scalar_like(1.0 / (1.0 - p), y)]), keep]
+
+    def random_uniform(self, shape: list, dtype: str) -> V:
+        """Uniform [0, 1) values of a static `shape` from the next unused counters of this import's
+        random stream: each random op draws `rng.offset + base`, `base` the elements drawn before it
+        in the program, so one seed and offset give every op its own numbers."""
+        if self.rng is None:
+            raise ShapeError("a random op needs the program's rng inputs (an importer bug: none were made)")
+        dims = [sym_int(d) for d in shape]
+        if not all(is_int(d) for d in dims):
+            raise ShapeError(f"a random op over run-time dims {shape} is unsupported (give static shapes)")
+        seed, offset = self.rng
+        start = self.b.emit("add", [offset, self.b.const(np.array(self.rng_drawn), "i64")]) if self.rng_drawn \
+            else offset
+        self.rng_drawn += math.prod(dims)
+        return self.b.emit("random_uniform", [seed, start], shape=dims, dtype=dtype)
+
     def aten_native_group_norm(self, x, weight, bias, n, c, hw, group, eps):
         grouped = self.b.reshape(x, [x.sym[0], int(group), -1])
         length = grouped.sym[2]
@@ -718,3 +847,40 @@ class AtenImporter:
         return self.b.emit("avg_pool", [x], kernel=kernel, strides=kernel, pads=[0] * 2 * len(kernel))
 
     aten__adaptive_avg_pool3d = aten__adaptive_avg_pool2d
+
+    # ---------------------------------------------------------------- resampling
+
+    def upsample(self, x: V, mode: str, align_corners: bool, factors: list | None) -> V:
+        """An `sdc.resize` of the spatial dims (2 ..) as torch computes `F.interpolate`, to the lengths
+        torch recorded. Output position i samples input coordinate `(i + 0.5) / s - 0.5` for `linear`
+        (half-pixel: torch clamps a negative one to 0, as the resize's clamped taps do), the corners'
+        grid with align_corners, and `floor(i / s)` for `nearest`. `s` is the given scale factor,
+        which torch samples with (not the rounded lengths' ratio), else output/input length."""
+        out = [self.size(d) for d in result_meta(self.node).shape[2:]]
+        scales = [float(f) for f in factors] if factors and not align_corners else []
+        axes = [2 + i for i, (have, want) in enumerate(zip(x.sym[2:], out))
+                if sym_int(have) != sym_int(want) or (scales and scales[i] != 1.0)]
+        if not axes:
+            return x  # every dim keeps its length and its coordinates
+        if mode == "nearest":
+            coords, nearest = "asymmetric", "floor"
+        else:
+            coords, nearest = ("align_corners" if align_corners else "half_pixel"), "round_prefer_floor"
+        return self.b.emit("resize", [x], axes=axes, sizes=[out[a - 2] for a in axes],
+                           scales=[scales[a - 2] for a in axes] if scales else [], mode=mode,
+                           coordinate_transformation_mode=coords, nearest_mode=nearest)
+
+    def scale_factors(self, scales_h: Any, scales_w: Any, scale_factors: Any) -> list | None:
+        """An upsample op's scale factors: `.vec` takes one optional list (positionally where the
+        other overloads take `scales_h`), the other overloads one optional float per dim."""
+        if self.node.target._overloadname == "vec":
+            return scale_factors if scale_factors is not None else scales_h
+        return [scales_h, scales_w] if scales_h is not None and scales_w is not None else None
+
+    def aten_upsample_bilinear2d(self, x, output_size, align_corners, scales_h=None, scales_w=None, *,
+                                 scale_factors=None):
+        factors = self.scale_factors(scales_h, scales_w, scale_factors)
+        return self.upsample(x, "linear", bool(align_corners), factors)
+
+    def aten_upsample_nearest2d(self, x, output_size, scales_h=None, scales_w=None, *, scale_factors=None):
+        return self.upsample(x, "nearest", False, self.scale_factors(scales_h, scales_w, scale_factors))
