@@ -5,6 +5,8 @@
     sdc run ARTIFACT [--input NAME=FILE.npy ...] [--output-dir DIR] [--dim NAME=SIZE ...] [--seed N]
                      [--repeat N] [--warmup N] [--profile] [--trace FILE]
     sdc inspect ARTIFACT
+    sdc compile MODEL.onnx --train --loss cross_entropy|mse [--optimizer sgd|adam|adamw] [--lr RATE] -o STEP.sdc
+    sdc train STEP.sdc --input NAME=FILE.npy ... [--steps N] [--lr RATE] [--no-save]
     sdc import MODEL [-o OUT.mlir] [--input-shape NAME=DIMS ...] [--params OUT.safetensors] [--mesh dp=2]
 
 MODEL is an ONNX file, or an `.mlir` file of sdc IR whose parameters come from `--params`
@@ -124,6 +126,10 @@ def compile_options(args) -> "CompileOptions":
 
 def compile_command(args, out: TextIO) -> int:
     options = compile_options(args)
+    from sdc.cli.train import check_compile_flags, compile_train_command
+
+    if check_compile_flags(args):  # --train: a training step, saved as a checkpoint (sdc/cli/train.py)
+        return compile_train_command(args, options, out)
     from sdc.compiler import build_artifact, check_compilable, import_model
 
     check_compilable(options)
@@ -488,6 +494,10 @@ def inspect_command(args, out: TextIO) -> int:
         from sdc.codegen.memory import arena_summary
 
         out.write(f"    memory plan: arena {arena_summary(r.get('arena'))}\n")
+        from sdc.cli.backend_report import backend_lines
+
+        for line in backend_lines(r, m["target"]):
+            out.write(f"    {line}\n")
     from sdc.cli.layout_report import format_layout_report, layout_report
 
     out.write("layout and fusion\n")
@@ -537,13 +547,16 @@ def format_seconds(s: float) -> str:
 
 
 def make_parser() -> ArgumentParser:
+    from sdc.cli.train import add_compile_flags as add_train_compile_flags, add_train_parser
+
     p = ArgumentParser(prog="sdc", description="Compile models into artifacts, run and inspect artifacts.")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks")
     add_version_flag(p, sdc_version_text)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     c = sub.add_parser("compile", help="compile a model into an artifact directory")
-    c.add_argument("model", help="an ONNX file, or an .mlir file of sdc IR")
+    c.add_argument("model", help="an ONNX file, an .mlir file of sdc IR or StableHLO, or a .jaxexport file "
+                                 "(jax.export's serialize() bytes)")
     c.add_argument("-o", "--output", help="the artifact directory (default: MODEL's stem + .sdc, here)")
     c.add_argument("--target", default=DEFAULT_TARGET, metavar="TARGET",
                    help=f"what to compile for: {', '.join(TARGETS)} (default {DEFAULT_TARGET}; docs/targets.md)")
@@ -563,6 +576,7 @@ def make_parser() -> ArgumentParser:
                         "the kernel groups, and the memory traffic before and after fusion; 'sharding' lists "
                         "the shardings chosen and every collective inserted, with the op that needed it, the "
                         "tensor, the bytes per step and why")
+    add_train_compile_flags(c)
     c.add_argument("--debug", action="store_true", help="show Python tracebacks")
 
     m = sub.add_parser("import", help="import a model into sdc IR, the text sdc-opt and sdc compile read")
@@ -605,10 +619,18 @@ def make_parser() -> ArgumentParser:
     i.add_argument("artifact", help="the artifact directory")
     i.add_argument("--all", action="store_true", help="list every weight (default: the 20 largest)")
     i.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    add_train_parser(sub)
     return p
 
 
-COMMANDS = {"compile": compile_command, "import": import_command, "run": run_command, "inspect": inspect_command}
+def train_command(args, out: TextIO) -> int:
+    from sdc.cli.train import train_command as run_train
+
+    return run_train(args, out)
+
+
+COMMANDS = {"compile": compile_command, "import": import_command, "run": run_command, "inspect": inspect_command,
+            "train": train_command}
 
 
 def sdc_main(argv: list[str]) -> int:

@@ -62,7 +62,8 @@ class Executable:
             with torch.device(device) if device.type != "cpu" else contextlib.nullcontext():
                 self._executor = ReferenceExecutor(artifact.program(rank), weights, manifest["mesh"],
                                                    lambda msg: artifact.error(PLAN, msg), comm=comm, device=device,
-                                                   kernels=_kernel_sources(artifact))
+                                                   kernels=_kernel_sources(artifact),
+                                                   tf32=(manifest.get("compile_options") or {}).get("precision") == "tf32")
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise artifact.error(PLAN, f"is malformed ({type(e).__name__}: {e})") from None
         self._weight_storages = {_storage(t) for t in weights.values()}
@@ -90,11 +91,11 @@ class Executable:
                 FAILED.set()  # the other ranks may be waiting in a collective: no barrier at exit
                 raise
         # An output may alias a weight or an input (identity-like ops): give the caller its own copy.
-        taken = self._weight_storages | {_storage(t) for t in bound.tensors}
+        weights, given, taken = self._weight_storages, {_storage(t) for t in bound.tensors}, set()
         result = []
         for t in outs:
             key = _storage(t)
-            if key in taken:
+            if key in weights or key in given or key in taken:
                 t = t.clone()
             else:
                 taken.add(key)
@@ -102,7 +103,8 @@ class Executable:
         return result
 
     def _on_device(self, tensors: list) -> list:
-        return tensors if self.device.type == "cpu" else [t.to(self.device) for t in tensors]
+        device = self.device
+        return tensors if device.type == "cpu" else [t if t.device == device else t.to(device) for t in tensors]
 
     def _run_distributed(self, args, named):
         """Bind the global inputs, keep this rank's blocks, run, and assemble the global outputs."""

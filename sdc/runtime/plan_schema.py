@@ -78,7 +78,9 @@ class KernelTensor:
 class TritonKernel:
     """A generated Triton kernel (sdc/codegen/triton): its source file in the artifact, its entry
     function, the index domain (static sizes, None where known at run time), its tensors, the grid
-    (dim expressions over the domain sizes d0, d1, ...), constexprs and warps."""
+    (dim expressions over the domain sizes d0, d1, ...), constexprs and warps. `contiguous_flag`:
+    a constexpr the launcher sets per call (1 when every tensor is dense in the dims it maps);
+    `tune`: other launch configurations to time at first run (the launcher keeps the fastest)."""
 
     source: str
     entry: str
@@ -89,6 +91,17 @@ class TritonKernel:
     grid: tuple[str, ...]
     constexprs: dict
     num_warps: int
+    contiguous_flag: str | None = None
+    tune: tuple[TuneConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """One launch configuration of a generated kernel that autotuning may choose (plan.json `tune`)."""
+
+    constexprs: dict
+    num_warps: int
+    grid: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -524,6 +537,25 @@ def _triton_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...],
     results = tensors("results", outputs)
     if sorted(r.value for r in results) != sorted(outputs):
         raise PlanError(f"{where}: a triton kernel's 'results' must be the launch's outputs {list(outputs)}")
+    grid, constexprs, warps = _launch_config(raw, rank, where)
+    flag = raw.get("contiguous_flag")
+    if flag is not None and (not isinstance(flag, str) or flag not in constexprs):
+        raise PlanError(f"{where}: 'contiguous_flag' must name one of the kernel's constexprs, found {_short(flag)}")
+    tune = raw.get("tune", [])
+    if not isinstance(tune, list) or not all(isinstance(t, dict) for t in tune):
+        raise PlanError(f"{where}: 'tune' must be a list of launch configurations, found {_short(tune)}")
+    configs = tuple(TuneConfig(c, w, g) for g, c, w in (_launch_config(t, rank, f"{where} tune[{i}]")
+                                                         for i, t in enumerate(tune)))
+    for i, c in enumerate(configs):
+        if set(c.constexprs) != set(constexprs):
+            raise PlanError(f"{where} tune[{i}]: its constexprs {sorted(c.constexprs)} are not the kernel's "
+                            f"{sorted(constexprs)}")
+    return TritonKernel(source, entry, str(template), tuple(domain), args, results, grid, constexprs, warps,
+                        flag, configs)
+
+
+def _launch_config(raw: dict, rank: int, where: str) -> tuple[tuple[str, ...], dict, int]:
+    """(grid, constexprs, num_warps) of a triton kernel object or of one of its `tune` entries, checked."""
     grid = raw.get("grid")
     if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
         raise PlanError(f"{where}: 'grid' must be a list of 1 to 3 dim expressions, found {_short(grid)}")
@@ -543,5 +575,4 @@ def _triton_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...],
     warps = raw.get("num_warps", 4)
     if not _is_int(warps) or warps not in (1, 2, 4, 8, 16, 32):
         raise PlanError(f"{where}: 'num_warps' must be a power of 2 up to 32, found {_short(warps)}")
-    return TritonKernel(source, entry, str(template), tuple(domain), args, results, tuple(str(g) for g in grid),
-                        dict(constexprs), warps)
+    return tuple(str(g) for g in grid), dict(constexprs), warps

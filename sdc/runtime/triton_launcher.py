@@ -12,6 +12,15 @@ agree with each other and with the sizes fixed at compile time, allocates the re
 on the inputs' device, in a result's `layout` when it has one), computes each tensor's strides over
 the domain (0 where it broadcasts), evaluates the grid expressions (sdc.dialect.symexpr) and launches.
 
+Two choices are made per call, not at compile time. A kernel with a `contiguous_flag` gets that
+constexpr set to 1 when every tensor is dense in the dims it maps (its fast path: flat offsets). A
+kernel with `tune` entries (the matmul template's candidate tiles) is autotuned: the first call of a
+shape key times each configuration on the device (into scratch results) and keeps the fastest;
+`Autotuner` caches the choice in memory and on disk (`SDC_AUTOTUNE_DIR`, default
+`~/.cache/sdc/autotune/`), keyed by the kernel's source hash, the device name and the shape key, so a
+second load of the artifact does not tune again. `SDC_AUTOTUNE=0` turns tuning off (the plan's first
+configuration runs), `SDC_AUTOTUNE=1` turns it on under the interpreter too (tests).
+
 On the CPU, Triton kernels run only under the interpreter (TRITON_INTERPRET=1), for tests on small
 shapes; `check_can_run` says so up front. No MLIR here.
 """
@@ -19,9 +28,13 @@ shapes; `check_can_run` says so up front. No MLIR here.
 from __future__ import annotations
 
 import hashlib
+import json
 import linecache
+import math
 import os
-from dataclasses import dataclass
+import re
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,6 +47,8 @@ from sdc.runtime import plan_schema as S
 from sdc.runtime.format import KERNELS_DIR
 
 INTERPRET_ENV = "TRITON_INTERPRET"
+AUTOTUNE_ENV = "SDC_AUTOTUNE"  # "0": never tune; "1": tune, under the interpreter too; unset: tune on CUDA
+AUTOTUNE_DIR_ENV = "SDC_AUTOTUNE_DIR"  # where tuning results are kept (default ~/.cache/sdc/autotune)
 
 
 def interpreting() -> bool:
@@ -60,6 +75,7 @@ class KernelSources:
         self.files = files
         self.error = error  # error(file, message)
         self._loaded: dict[tuple[str, str], Any] = {}
+        self.tune_keys: dict[tuple[str, str], str] = {}  # (file, entry) -> tuning_key of its source
 
     def read(self, rel: str) -> tuple[str, str]:
         """(source text, its SHA-256) of kernel file `rel`."""
@@ -87,7 +103,16 @@ class KernelSources:
         if key not in self._loaded:
             text, digest = self.read(rel)
             self._loaded[key] = load_entry(text, rel, name, digest, lambda msg: self.error(rel, msg))
+            self.tune_keys[key] = tuning_key(text, name)
         return self._loaded[key]
+
+
+def tuning_key(text: str, entry: str) -> str:
+    """The SHA-256 of a kernel's code without its comments and with its entry renamed: kernels that
+    differ only by name and header (the eight layers of an MLP) share one tuning result."""
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    code = re.sub(rf"\bdef {re.escape(entry)}\(", "def kernel(", code)
+    return hashlib.sha256(code.encode()).hexdigest()
 
 
 def load_entry(text: str, rel: str, name: str, digest: str, error: Callable[[str], SdcError]) -> Any:
@@ -115,6 +140,122 @@ def _inverse(perm) -> list[int]:
     return out
 
 
+@dataclass(frozen=True)
+class LaunchConfig:
+    """What one launch of a kernel is configured by: its constexprs, warps and grid expressions."""
+
+    constexprs: dict
+    num_warps: int
+    grid: tuple[str, ...]
+
+    def as_json(self) -> dict:
+        return {"constexprs": self.constexprs, "num_warps": self.num_warps, "grid": list(self.grid)}
+
+
+def measure(run: Callable[[], None], device: torch.device | None) -> float:
+    """Seconds one call of `run` takes: on CUDA the CUDA-event time of a few back-to-back calls
+    after one that compiles; elsewhere (the interpreter) the wall time of one call."""
+    run()
+    if device is None or device.type != "cuda":
+        started = time.perf_counter()
+        run()
+        return time.perf_counter() - started
+    torch.cuda.synchronize(device)
+    calls = 10
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / calls
+
+
+def tuning_enabled(device: torch.device | None) -> bool:
+    setting = os.environ.get(AUTOTUNE_ENV, "").strip().lower()
+    if setting in ("0", "false", "off", "no"):
+        return False
+    if setting in ("1", "true", "on", "yes"):
+        return True
+    return device is not None and device.type == "cuda" and not interpreting()
+
+
+def autotune_dir() -> Path:
+    return Path(os.environ.get(AUTOTUNE_DIR_ENV) or Path.home() / ".cache" / "sdc" / "autotune")
+
+
+class Autotuner:
+    """The tuning results of one kernel source on one device: a JSON file in `autotune_dir()` named
+    by the source's tuning key and the device, mapping shape keys to the chosen configuration.
+    Written whole to a temporary file and renamed, so a reader never sees half a file."""
+
+    def __init__(self, source_key: str, device_name: str):
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", device_name).strip("-") or "device"
+        self.path = autotune_dir() / f"{source_key[:32]}-{slug}.json"
+        self.device_name = device_name
+        self.tunes = 0  # configurations timed by this object (reports and tests read it)
+
+    def lookup(self, shape_key: str) -> dict | None:
+        try:
+            return json.loads(self.path.read_text()).get("shapes", {}).get(shape_key)
+        except (OSError, ValueError, AttributeError):
+            return None  # no file yet, or an unreadable one: tune again and rewrite it
+
+    def store(self, shape_key: str, chosen: LaunchConfig, times: list[float]) -> None:
+        try:
+            data = json.loads(self.path.read_text())
+            shapes = data.get("shapes", {}) if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            shapes = {}
+        shapes[shape_key] = {**chosen.as_json(), "seconds": times}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"device": self.device_name, "shapes": shapes}, indent=1))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only cache costs a re-tune next time, never a failed call
+
+    def choose(self, shape_key: str, configs: list[LaunchConfig], time_config: Callable[[LaunchConfig], float]
+               ) -> LaunchConfig:
+        """The cached choice for `shape_key` when it is one of `configs`, else the fastest of them."""
+        cached = self.lookup(shape_key)
+        for c in configs:
+            if cached is not None and c.as_json() == {k: cached.get(k) for k in ("constexprs", "num_warps", "grid")}:
+                return c
+        times = []
+        for c in configs:
+            self.tunes += 1
+            try:
+                times.append(time_config(c))
+            except Exception:  # a configuration this device cannot run (too much shared memory): not a choice
+                times.append(math.inf)
+        if all(math.isinf(t) for t in times):
+            return configs[0]  # the launch itself then reports why the plan's configuration fails
+        best = configs[min(range(len(configs)), key=times.__getitem__)]
+        self.store(shape_key, best, times)
+        return best
+
+
+def _device_name(device: torch.device | None) -> str:
+    if device is not None and device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return "interpreter"
+
+
+def _shape_key(spec: S.TritonKernel, dims: list[int], flags: dict) -> str:
+    """The domain sizes, those known only at run time rounded up to a power of 2 (a config tuned
+    for 1000 rows serves 600), plus the per-call flags."""
+    sizes = [str(d) if static is not None else f"~{1 if d <= 1 else 1 << (d - 1).bit_length()}"
+             for d, static in zip(dims, spec.domain)]
+    return "x".join(sizes) + "".join(f",{k}={v}" for k, v in sorted(flags.items()))
+
+
+def _dense(t: torch.Tensor, m: tuple, dims: list[int]) -> bool:
+    """Whether `t` is contiguous and indexed in every dim its map names (no size-1 broadcast at run time)."""
+    return t.is_contiguous() and all(d is None or t.shape[j] == dims[d] for j, d in enumerate(m))
+
+
 @dataclass(frozen=True, eq=False)
 class TritonLaunch:
     """One launch of a generated kernel, ready to run (an executor instruction)."""
@@ -127,6 +268,8 @@ class TritonLaunch:
     result_dtypes: tuple[torch.dtype, ...]
     device: torch.device | None
     stream: Any = None
+    source_key: str = ""  # tuning_key of the kernel's source
+    chosen: dict = field(default_factory=dict)  # shape key -> LaunchConfig, once tuned or read from the cache
 
     def domain(self, tensors: list[torch.Tensor]) -> list[int]:
         dims: list[int | None] = list(self.spec.domain)
@@ -167,31 +310,63 @@ class TritonLaunch:
                 results.append(physical.permute(_inverse(r.layout)))
             else:
                 results.append(torch.empty(shape, dtype=dtype, device=device))
+        maps = [*(a.map for a in self.spec.args), *(r.map for r in self.spec.results)]
+        flags = {}
+        if self.spec.contiguous_flag is not None:
+            flags[self.spec.contiguous_flag] = int(all(_dense(t, m, dims) for t, m in zip([*tensors, *results], maps)))
+        strides: list[int] = []
+        for t, m in zip([*tensors, *results], maps):
+            per_dim = [0] * len(dims)
+            for j, d in enumerate(m):
+                if d is not None and t.shape[j] != 1:
+                    per_dim[d] = t.stride(j)
+            strides.append(per_dim)
         symbols = {f"d{i}": d for i, d in enumerate(dims)}
-        grid = tuple(symexpr.evaluate(g, symbols) for g in self.spec.grid)
-        if all(g > 0 for g in grid):
+
+        def launch(config: LaunchConfig, outputs: list[torch.Tensor]) -> None:
+            grid = tuple(symexpr.evaluate(g, symbols) for g in config.grid)
+            if not all(g > 0 for g in grid):
+                return
             params: list[Any] = []
-            for t, m in [*zip(tensors, (a.map for a in self.spec.args)),
-                         *zip(results, (r.map for r in self.spec.results))]:
-                strides = [0] * len(dims)
-                for j, d in enumerate(m):
-                    if d is not None and t.shape[j] != 1:
-                        strides[d] = t.stride(j)
-                params += [t, *strides]
+            for t, st in zip([*tensors, *outputs], strides):
+                params += [t, *st]
             params += dims
-            try:
-                if self.stream is None:
-                    self.fn[grid](*params, **self.spec.constexprs, num_warps=self.spec.num_warps)
-                else:
-                    with torch.cuda.stream(self.stream):
-                        self.fn[grid](*params, **self.spec.constexprs, num_warps=self.spec.num_warps)
-            except SdcError:
-                raise
-            except Exception as e:
-                raise SdcError(f"{self.where}: the Triton kernel '{self.spec.entry}' ({self.spec.source}) failed: "
-                               f"{type(e).__name__}: {e}") from e
+            constexprs = {**config.constexprs, **flags}
+            if self.stream is None:
+                self.fn[grid](*params, **constexprs, num_warps=config.num_warps)
+            else:
+                with torch.cuda.stream(self.stream):
+                    self.fn[grid](*params, **constexprs, num_warps=config.num_warps)
+
+        try:
+            launch(self.config(dims, flags, device, tensors, results, launch), results)
+        except SdcError:
+            raise
+        except Exception as e:
+            raise SdcError(f"{self.where}: the Triton kernel '{self.spec.entry}' ({self.spec.source}) failed: "
+                           f"{type(e).__name__}: {e}") from e
         for slot, t in zip(self.result_slots, results):
             vals[slot] = t
+
+    def config(self, dims: list[int], flags: dict, device: torch.device | None, tensors: list[torch.Tensor],
+               results: list[torch.Tensor], launch: Callable[[LaunchConfig, list[torch.Tensor]], None]
+               ) -> LaunchConfig:
+        """The configuration of this call: the plan's own, or the tuned one when the kernel has candidates."""
+        spec = self.spec
+        default = LaunchConfig(spec.constexprs, spec.num_warps, spec.grid)
+        if not spec.tune:
+            return default
+        key = _shape_key(spec, dims, flags)
+        if key in self.chosen:
+            return self.chosen[key]
+        capturing = device is not None and device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        if capturing or not tuning_enabled(device):
+            return default  # not remembered: a later uncaptured call may still tune
+        configs = [default, *(LaunchConfig(t.constexprs, t.num_warps, t.grid) for t in spec.tune)]
+        scratch = [torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=r.device) for r in results]
+        tuner = Autotuner(self.source_key, _device_name(device))
+        self.chosen[key] = tuner.choose(key, configs, lambda c: measure(lambda: launch(c, scratch), device))
+        return self.chosen[key]
 
 
 def prepare_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.Value], sources: KernelSources | None,
@@ -207,4 +382,4 @@ def prepare_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.Va
         where=step.where, spec=spec, fn=fn, arg_slots=tuple(slots[a.value] for a in spec.args),
         result_slots=tuple(slots[r.value] for r in spec.results),
         result_dtypes=tuple(dtypes.to_torch(values[r.value].dtype) for r in spec.results),
-        device=device, stream=stream)
+        device=device, stream=stream, source_key=sources.tune_keys[(spec.source, spec.entry)])

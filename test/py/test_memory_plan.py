@@ -153,6 +153,20 @@ def test_schema_rejects_a_bad_arena(arena, message):
         parse_rank_plan(_rank(arena, STEPS))
 
 
+def test_a_plan_of_few_launches_is_not_captured():
+    from sdc.runtime.cuda_graphs import MIN_LAUNCHES, static_reason
+
+    cuda = torch.device("cuda")  # a device object needs no GPU: static_reason only reads its type
+    few = parse_rank_plan(_rank({"bytes": 0, "alignment": 256, "offsets": {}},
+                                [_step("k0", ["x"], ["y"])]))
+    assert MIN_LAUNCHES > 1 and "has 1 launch:" in static_reason(few, cuda)
+    many = parse_rank_plan(_rank({"bytes": 0, "alignment": 256, "offsets": {}}, [
+        _step(f"k{i}", ["x" if i == 0 else f"v{i}"], ["y" if i == MIN_LAUNCHES - 1 else f"v{i + 1}"])
+        for i in range(MIN_LAUNCHES)]) | {"values": {**VALUES, **{f"v{i}": VALUES["x"] for i in range(MIN_LAUNCHES)}}})
+    assert static_reason(many, cuda) is None
+    assert static_reason(many, torch.device("cpu")) == "not on a CUDA device"
+
+
 # ---------------------------------------------------------------- end to end
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,15 @@ import torch
 
 import sdc.runtime
 from sdc.codegen.triton import TritonRenderer
+from sdc.codegen.triton.renderer import contiguous_offsets
 from sdc.diagnostics import SdcError
 from sdc.interpreter import interpret
-from triton_support import TORCH_DTYPE, compile_cuda, interpreter, launches, rng  # noqa: F401 (fixtures)
+from triton_support import (TORCH_DTYPE, compile_cuda, interpreter, launches, record_constexprs,  # noqa: F401
+                            rng)
+
+# rows past the end of a multi-row program compute on masked-out zeros (log(0), inf * 0) and are never
+# stored: numpy, which runs the interpreter, warns about them
+pytestmark = pytest.mark.filterwarnings("ignore:(divide by zero|invalid value) encountered:RuntimeWarning")
 
 TOLERANCE = {"f32": (1e-5, 1e-5), "f16": (5e-3, 5e-3), "bf16": (4e-2, 4e-2)}  # (rtol, atol)
 
@@ -69,10 +75,63 @@ def test_elementwise_group_broadcasts_over_a_dynamic_batch(dtype, tmp_path, rng)
     for kernel in [s["kernel"] for s in launches(tmp_path / "ew.sdc")]:  # sdc-fuse makes two groups of it
         assert kernel["backend"] == "triton" and kernel["template"] == "elementwise"
         assert kernel["domain"] == [None, 3, 5] and kernel["grid"] == ["(d0 * d1 * d2 + 1023) // 1024"]
+        skips = any(a["map"] == [0, None, 2] for a in kernel["args"])  # z [B, 1, 5] skips a dim: no flat offsets
+        assert ("contiguous_flag" in kernel) != skips
         assert (tmp_path / "ew.sdc" / kernel["source"]).is_file()
     for batch in (1, 7):  # 15 and 105 elements: masked tails
         check(text, exe, [randn((batch, 3, 5), dtype, rng), randn((5,), dtype, rng),
                           randn((batch, 1, 5), dtype, rng)], dtype)
+
+
+DENSE = """
+func.func @main(%x: tensor<?x6x5xf32> {sdc.name = "x", sdc.dims = #sdc.dims<["B", 6, 5]>},
+                %b: tensor<5xf32> {sdc.name = "b"}, %s: tensor<?x6x1xf32> {sdc.name = "s", sdc.dims = #sdc.dims<["B", 6, 1]>},
+                %t: tensor<6x5xf32> {sdc.name = "t"}) -> (tensor<?x6x5xf32> {sdc.name = "out"}) {
+  %0 = "sdc.add"(%x, %b) : (tensor<?x6x5xf32>, tensor<5xf32>) -> tensor<?x6x5xf32>
+  %1 = "sdc.mul"(%0, %s) : (tensor<?x6x5xf32>, tensor<?x6x1xf32>) -> tensor<?x6x5xf32>
+  %2 = "sdc.sub"(%1, %t) : (tensor<?x6x5xf32>, tensor<6x5xf32>) -> tensor<?x6x5xf32>
+  %3 = "sdc.silu"(%2) : (tensor<?x6x5xf32>) -> tensor<?x6x5xf32>
+  return %3 : tensor<?x6x5xf32>
+}
+"""
+
+
+def test_dense_operands_take_the_flat_index_fast_path(tmp_path, rng):
+    exe = compile_cuda(DENSE, tmp_path / "dense.sdc")
+    (kernel,) = [s["kernel"] for s in launches(tmp_path / "dense.sdc")]
+    assert kernel["contiguous_flag"] == "CONTIG" and kernel["constexprs"]["CONTIG"] == 0
+    source = (tmp_path / "dense.sdc" / kernel["source"]).read_text()
+    assert "if CONTIG:" in source and "idx % (d2)" in source and "(idx // (d2))" in source  # b, s
+    (calls,) = record_constexprs(exe)
+
+    def inputs(batch: int, x=None):
+        x = randn((batch, 6, 5), "f32", rng) if x is None else x
+        return [x, randn((5,), "f32", rng), randn((batch, 6, 1), "f32", rng), randn((6, 5), "f32", rng)]
+
+    check(DENSE, exe, inputs(3), "f32")  # every operand dense: flat offsets
+    check(DENSE, exe, inputs(2, randn((2, 5, 6), "f32", rng).transpose(1, 2)), "f32")  # x is a transposed view
+    check(DENSE, exe, inputs(1), "f32")
+    assert [c["CONTIG"] for c in calls] == [1, 0, 1]
+
+
+def test_which_maps_have_flat_offsets():
+    domain = (None, 6, 5)
+    assert contiguous_offsets(domain, [(0, 1, 2), (2,), (0, 1, None), (1, 2), (None, None)]) == [
+        "idx", "idx % (d2)", "(idx // (d2))", "idx % (d1 * d2)", "0"]
+    assert contiguous_offsets((None, 1, 5), [(0, None, 2)]) == ["idx"]  # a unit dim inside the run is no gap
+    assert contiguous_offsets(domain, [(0, None, 2)]) is None  # [B, 1, 5] on [B, 6, 5]: a gap
+    assert contiguous_offsets(domain, [(2, 1)]) is None  # a transposed map
+    assert contiguous_offsets((None,), [(0,)]) is None  # rank 1: the general path is as cheap
+
+
+def test_elementwise_blocks_and_warps_grow_with_the_size():
+    renderer = TritonRenderer()
+    for numel, block, warps in ((100, 128, 4), (5000, 1024, 4), (1 << 16, 2048, 4), (1 << 26, 2048, 4)):
+        from sdc.codegen.triton.lower import ELEMENTWISE as TEMPLATE, KernelProgram, TensorArg
+        program = KernelProgram(TEMPLATE, (numel,), [TensorArg("x", "bf16", (0,))], [(TensorArg("y", "bf16", (0,)), 0)],
+                                [], [])
+        blocks = renderer.plan_blocks(program)
+        assert (blocks["BLOCK"], blocks["num_warps"]) == (block, warps)
 
 
 INTEGER = """
@@ -134,8 +193,42 @@ def check_rows(text: str, out: Path, n: int, dtype: str, rng, template: str) -> 
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
-def test_row_reductions_in_one_pass(dtype, tmp_path, rng):
+def test_row_reductions_in_one_pass(dtype, tmp_path, rng, monkeypatch):
+    # short rows: several per program (2048 elements' worth by default: 32 rows of 64; 2 here, as the
+    # interpreter's time grows with the block, and batch 3 still leaves the last program half masked)
+    monkeypatch.setattr(TritonRenderer, "row_elements", 128)
     check_rows(rows_text(37, dtype), tmp_path / "rows.sdc", 37, dtype, rng, "row")
+    for kernel in [s["kernel"] for s in launches(tmp_path / "rows.sdc")]:
+        assert kernel["constexprs"] == {"RBLOCK": 64, "ROWS": 2} and kernel["grid"] == ["(d0 + 1) // 2"]
+
+
+SOFTMAX_ROWS = """
+func.func @main(%x: tensor<5x14x20xf32> {sdc.name = "x"}, %g: tensor<20xf32> {sdc.name = "g"})
+    -> (tensor<5x14x20xf32>, tensor<5x14xf32>) {
+  %0 = "sdc.softmax"(%x) {axis = -1 : i64} : (tensor<5x14x20xf32>) -> tensor<5x14x20xf32>
+  %1 = "sdc.mul"(%0, %g) : (tensor<5x14x20xf32>, tensor<20xf32>) -> tensor<5x14x20xf32>
+  %2 = "sdc.reduce_max"(%1) {axes = array<i64: 2>, keepdims = false} : (tensor<5x14x20xf32>) -> tensor<5x14xf32>
+  return %1, %2 : tensor<5x14x20xf32>, tensor<5x14xf32>
+}
+"""
+
+
+def test_several_rows_per_program_with_a_masked_last_program(tmp_path, rng, monkeypatch):
+    monkeypatch.setattr(TritonRenderer, "row_elements", 32 * 16)  # 16 rows of 32 a program: 70 rows take 5
+    exe = compile_cuda(SOFTMAX_ROWS, tmp_path / "sm.sdc")
+    kernels = [s["kernel"] for s in launches(tmp_path / "sm.sdc")]
+    assert {k["template"] for k in kernels} == {"row"}
+    for kernel in kernels:
+        assert kernel["constexprs"] == {"RBLOCK": 32, "ROWS": 16} and kernel["grid"] == ["(d0 * d1 + 15) // 16"]
+    check(SOFTMAX_ROWS, exe, [randn((5, 14, 20), "f32", rng), randn((20,), "f32", rng)], "f32")
+
+
+def test_row_warps_grow_with_the_row():
+    renderer = TritonRenderer()
+    from sdc.codegen.triton.lower import ROW, KernelProgram
+    short = KernelProgram(ROW, (None, 37), [], [], [], [])
+    assert renderer.plan_blocks(short) == {"RBLOCK": 64, "ROWS": 32, "num_warps": 4}
+    assert [renderer.row_warps(n) for n in (64, 2048, 4096, 8192, 16384, 1 << 16)] == [4, 4, 4, 8, 16, 16]
 
 
 def test_long_rows_loop_in_blocks(tmp_path, rng, monkeypatch):

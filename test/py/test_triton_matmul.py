@@ -17,10 +17,13 @@ import pytest
 import torch
 
 import sdc.runtime
+from sdc.diagnostics import SdcError
 from sdc.codegen.triton import LoweringError, TritonRenderer, generate_kernel
 from sdc.codegen.triton.lower import MATMUL
 from sdc.interpreter import interpret
-from triton_support import TORCH_DTYPE, compile_cuda, interpreter, launches, rng  # noqa: F401 (fixtures)
+from sdc.runtime import triton_launcher
+from triton_support import (TORCH_DTYPE, compile_cuda, interpreter, launches, record_constexprs,  # noqa: F401
+                            rng, triton_launches)
 
 # (rtol, atol) by the dtype of the stored result: f32 accumulates exactly enough for 1e-5; a 16-bit
 # result is rounded once, at the store (half an ulp: 4.9e-4 for f16, 3.9e-3 for bf16)
@@ -202,6 +205,64 @@ def test_configs_by_size_and_the_tf32_option():
     assert 'input_precision="ieee"' in small.source  # f32 stays f32 unless the options say tf32
     assert 'input_precision="tf32"' in generate_kernel(ops, ["x", "w"], ["y"], vals, "k0", precision="tf32").source
     assert len(TritonRenderer().matmul_candidates(small.program)) >= 1  # the autotuning hook
+    assert "tune" not in small.kernel  # 20 x 9: one tile fits, nothing to tune
+    tune = big.kernel["tune"]
+    assert len(tune) >= 4 and all(set(t["constexprs"]) == set(big.kernel["constexprs"]) for t in tune)
+    assert {"constexprs": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 3},
+            "num_warps": 8, "grid": ["((d0 + 127) // 128) * ((d1 + 255) // 256)"]} in tune
+
+
+def test_tf32_precision_compiles_f32_matmuls_for_tf32_tensor_cores(tmp_path, rng):
+    exe = compile_cuda(BIAS_GELU.replace("DT", "f32"), tmp_path / "tf32.sdc", precision="tf32")
+    (kernel,) = kernels(tmp_path / "tf32.sdc")
+    assert 'input_precision="tf32"' in (tmp_path / "tf32.sdc" / kernel["source"]).read_text()
+    x, w, b = randn((37, 29), "f32", rng, 0.4), randn((29, 45), "f32", rng, 0.4), randn((45,), "f32", rng)
+    (y,) = exe(x, w, b)
+    torch.testing.assert_close(y.double(), gelu64(x.double() @ w.double() + b.double()), rtol=2e-3, atol=2e-3)
+
+
+# ---------------------------------------------------------------- autotuning at first load
+
+
+def test_autotuning_times_the_candidates_once_and_caches_the_winner(tmp_path, rng, monkeypatch):
+    monkeypatch.setenv("SDC_AUTOTUNE", "1")  # the interpreter too (by default only CUDA tunes)
+    monkeypatch.setenv("SDC_AUTOTUNE_DIR", str(tmp_path / "cache"))
+    timed: list[int] = []
+
+    def fake_measure(run, device):  # each candidate runs (so it must work), the last one "is fastest"
+        run()
+        timed.append(len(timed))
+        return 1.0 / len(timed)
+
+    monkeypatch.setattr(triton_launcher, "measure", fake_measure)
+    out = tmp_path / "mm.sdc"
+    exe = compile_cuda(BIAS_GELU.replace("DT", "f32"), out)
+    (kernel,) = kernels(out)
+    candidates = 1 + len(kernel["tune"])
+    assert candidates >= 2
+    last = kernel["tune"][-1]
+    (calls,) = record_constexprs(exe)
+    x, w, b = randn((37, 29), "f32", rng, 0.4), randn((29, 45), "f32", rng, 0.4), randn((45,), "f32", rng)
+    want = gelu64(x.double() @ w.double() + b.double())
+    assert_close(exe(x, w, b)[0], want, "f32")
+    assert len(timed) == candidates and calls[-1]["BLOCK_M"] == last["constexprs"]["BLOCK_M"]
+    assert calls[-1]["num_warps"] == last["num_warps"] and len(calls) == candidates + 1  # the winner on the result
+    (cache,) = (tmp_path / "cache").iterdir()
+    assert cache.name.endswith("-interpreter.json") and "37x45x29" in cache.read_text()
+
+    exe(x, w, b)  # the same executable remembers its choice
+    again = sdc.runtime.load(out, device="cpu")  # a second load reads the choice from disk
+    (calls,) = record_constexprs(again)
+    assert_close(again(x, w, b)[0], want, "f32")
+    assert len(timed) == candidates and calls == [{**last["constexprs"], "num_warps": last["num_warps"],
+                                                   "grid": calls[0]["grid"]}]
+
+    monkeypatch.setenv("SDC_AUTOTUNE", "0")  # off: the plan's own configuration, nothing timed
+    (tmp_path / "cache" / cache.name).unlink()
+    off = sdc.runtime.load(out, device="cpu")
+    (calls,) = record_constexprs(off)
+    off(x, w, b)
+    assert len(timed) == candidates and calls[0]["BLOCK_M"] == kernel["constexprs"]["BLOCK_M"]
 
 
 # ---------------------------------------------------------------- a model end to end
@@ -264,3 +325,28 @@ def test_mlp_runs_on_cuda(tmp_path, monkeypatch):
         (got,) = exe(torch.from_numpy(x).cuda())
         assert got.is_cuda
         np.testing.assert_allclose(got.cpu().numpy(), mlp_numpy(x, params), rtol=1e-4, atol=1e-4)  # ieee f32
+
+
+@pytest.mark.parametrize("edit,why", [
+    (lambda k: k.update(contiguous_flag="NOPE"), "'contiguous_flag' must name one of the kernel's constexprs"),
+    (lambda k: k.update(tune={"BLOCK_M": 16}), "'tune' must be a list of launch configurations"),
+    (lambda k: k["tune"][0]["constexprs"].pop("GROUP_M"), r"tune\[0\]: its constexprs .* are not the kernel's"),
+    (lambda k: k["tune"][0].update(grid=["x + 1"]), r"tune\[0\]: grid entry 'x \+ 1' must be a dim expression"),
+])
+def test_a_bad_tune_list_or_flag_in_plan_json_is_one_error(edit, why, tmp_path):
+    import hashlib
+    import json
+
+    out = tmp_path / "mm.sdc"
+    compile_cuda(BIAS_GELU.replace("DT", "f32"), out)
+    plan = json.loads((out / "plan.json").read_text())
+    (step,) = [s for s in plan["ranks"][0]["steps"] if s["kind"] == "launch"]
+    edit(step["kernel"])
+    (out / "plan.json").write_text(json.dumps(plan))
+    manifest = json.loads((out / "manifest.json").read_text())
+    data = (out / "plan.json").read_bytes()
+    manifest["files"]["plan.json"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SdcError, match=why) as e:
+        sdc.runtime.load(out, device="cpu")
+    assert "\n" not in str(e.value)

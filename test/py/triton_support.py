@@ -28,9 +28,37 @@ def rng() -> torch.Generator:
     return torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 31)))
 
 
-def compile_cuda(text: str, out: Path, params=None):
+def compile_cuda(text: str, out: Path, params=None, precision: str = "f32"):
     """IR text compiled for target cuda into `out`, loaded on the CPU (so its kernels interpret)."""
-    return compile_module(parse_module(text), params or {}, CompileOptions(target="cuda"), output=out, device="cpu")
+    return compile_module(parse_module(text), params or {}, CompileOptions(target="cuda", precision=precision),
+                          output=out, device="cpu")
+
+
+def triton_launches(exe) -> list:
+    """The executable's TritonLaunch instructions, in plan order."""
+    from sdc.runtime.triton_launcher import TritonLaunch
+
+    return [step for step in exe._executor.program if isinstance(step, TritonLaunch)]
+
+
+def record_constexprs(exe) -> list[list[dict]]:
+    """Wraps each generated kernel of `exe` so that every launch appends its keyword arguments
+    (constexprs and launch options) to that kernel's list: what the launcher chose per call."""
+    calls: list[list[dict]] = []
+    for step in triton_launches(exe):
+        seen: list[dict] = []
+        calls.append(seen)
+        fn = step.fn
+
+        class Recording:
+            def __getitem__(self, grid, fn=fn, seen=seen):
+                def launch(*args, **kwargs):
+                    seen.append({**kwargs, "grid": grid})
+                    return fn[grid](*args, **kwargs)
+                return launch
+
+        object.__setattr__(step, "fn", Recording())
+    return calls
 
 
 def launches(artifact: Path) -> list[dict]:

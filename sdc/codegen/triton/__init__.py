@@ -46,9 +46,15 @@ def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequ
                           DOT_INPUT_PRECISION[precision])
     blocks = renderer.plan_blocks(program)
     source = renderer.render(program, entry, blocks)
-    # num_stages rides with the constexprs: the launcher passes them all as keywords, and triton takes
-    # num_stages as a launch option (the interpreter drops keywords the kernel does not declare)
-    constexprs = {k: v for k, v in blocks.items() if k not in ("looped", "num_warps")}
+
+    def constexprs_of(blocks: dict[str, int]) -> dict[str, int]:
+        # num_stages rides with the constexprs: the launcher passes them all as keywords, and triton takes
+        # num_stages as a launch option (the interpreter drops keywords the kernel does not declare)
+        return {k: v for k, v in blocks.items() if k not in ("looped", "num_warps")}
+
+    constexprs = constexprs_of(blocks)
+    tune = [{"constexprs": constexprs_of(b), "num_warps": b["num_warps"], "grid": renderer.grid(program, b)}
+            for b in renderer.tune_blocks(program)[1:]]
     kernel = {
         "backend": TRITON,
         "entry": entry,
@@ -60,6 +66,8 @@ def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequ
         "grid": renderer.grid(program, blocks),
         "constexprs": constexprs,
         "num_warps": blocks.get("num_warps", renderer.num_warps),
+        **({"contiguous_flag": "CONTIG"} if "CONTIG" in blocks else {}),
+        **({"tune": tune} if tune else {}),
         "ops": [dict(e) for e in ops],
     }
     return GeneratedKernel(program, source, kernel)

@@ -95,10 +95,17 @@ class TritonRenderer:
     """Triton source for kernel programs. Capabilities are class attributes."""
 
     name = "triton"
-    block = 1024  # elements per program of an elementwise kernel
+    block = 1024  # elements per program of an elementwise kernel of dynamic or small size
     num_warps = 4
+    # (at least this many elements, BLOCK, num_warps), largest first. On the H200 (bench/kernels_gpu.py,
+    # 64M bf16, 2026-12-01) 2048 x 4 warps moved 4.27 TB/s, 1024 x 4 4.17, 4096 x 8 4.08, 8192 x 16 4.02
+    elementwise_blocks = ((1 << 16, 2048, 4),)
     max_row_block = 4096  # the longest row (a power of 2) one program keeps in registers: longer rows loop
     loop_row_block = 1024  # the block a looping row kernel steps through its row with
+    row_elements = 2048  # a program of short rows takes this many elements' worth of rows
+    # registers per thread for one row value: num_warps grows with the row. A 4096 bf16 row ran best with
+    # 4 warps on the H200 (softmax 3.97 TB/s, layernorm 3.89; 8 warps 3.94 / 3.72, 16 warps 3.26 / 3.22)
+    row_values_per_thread = 32
     int32_index_limit = 2**31 - 1  # static domains at most this large index in int32, the rest in int64
     # The matmul template's static configurations by size (no autotuning yet: `matmul_candidates` is the
     # hook, today it returns the one of these that fits). Keys: operand width (f32, or f16/bf16) and
@@ -110,6 +117,25 @@ class TritonRenderer:
         ("16", "small"): MatmulConfig(32, 32, 64, num_warps=4, num_stages=2),
         ("16", "medium"): MatmulConfig(64, 64, 64, num_warps=4, num_stages=3),
         ("16", "large"): MatmulConfig(128, 128, 64, num_warps=8, num_stages=4),
+    }
+    # What autotuning tries beside those (the tiles of Triton's matmul tutorial and Inductor's mm
+    # configs that suit Hopper: 128/256-wide tiles, 3-4 stages of shared memory, 4 or 8 warps).
+    matmul_tune = {
+        ("16", "large"): (MatmulConfig(128, 256, 64, num_warps=8, num_stages=3),
+                          MatmulConfig(256, 128, 64, num_warps=8, num_stages=3),
+                          MatmulConfig(128, 128, 64, num_warps=4, num_stages=4),
+                          MatmulConfig(128, 256, 64, num_warps=8, num_stages=4),
+                          MatmulConfig(64, 256, 64, num_warps=4, num_stages=4),
+                          MatmulConfig(128, 64, 64, num_warps=4, num_stages=4)),
+        ("16", "medium"): (MatmulConfig(128, 64, 64, num_warps=4, num_stages=4),
+                           MatmulConfig(64, 128, 64, num_warps=4, num_stages=4),
+                           MatmulConfig(32, 64, 64, num_warps=4, num_stages=4)),
+        ("f32", "large"): (MatmulConfig(128, 64, 32, num_warps=4, num_stages=4),
+                           MatmulConfig(64, 128, 32, num_warps=4, num_stages=4),
+                           MatmulConfig(128, 256, 32, num_warps=8, num_stages=3),
+                           MatmulConfig(64, 64, 32, num_warps=4, num_stages=4)),
+        ("f32", "medium"): (MatmulConfig(32, 64, 32, num_warps=4, num_stages=3),
+                            MatmulConfig(128, 64, 32, num_warps=4, num_stages=3)),
     }
 
     unary_ops = frozenset({
@@ -132,31 +158,66 @@ class TritonRenderer:
     def matmul_candidates(self, program: KernelProgram) -> list[MatmulConfig]:
         """The configurations worth trying for a matmul kernel, best guess first.
 
-        The hook for autotuning: today the planner takes the first; a tuner would time each on the
-        device at first load and cache the winner by kernel source hash and device."""
+        The first is the plan's own; the others go to the launch's `tune` list, and the launcher
+        times them all at the first call of a shape on the device and keeps the fastest
+        (sdc/runtime/triton_launcher.py, cached on disk by source hash, device and shape)."""
         *batch, m, n, k = program.domain
         width = "f32" if program.args[0].dtype == "f32" else "16"
         sides = [s for s in (m, n) if s is not None]
         smallest = min(sides) if sides else None
         size = ("small" if smallest is not None and smallest <= 32
                 else "medium" if None not in (m, n) and m * n <= 512 * 512 else "large")
-        return [self.matmul_configs[(width, size)].clamped(m, n, k)]
+        out: list[MatmulConfig] = []
+        for c in [self.matmul_configs[(width, size)], *self.matmul_tune.get((width, size), ())]:
+            c = c.clamped(m, n, k)
+            if c not in out:
+                out.append(c)
+        return out
+
+    def tune_blocks(self, program: KernelProgram) -> list[dict[str, int]]:
+        """Every launch configuration worth timing, `plan_blocks` first (only matmuls have more)."""
+        if program.template != MATMUL:
+            return [self.plan_blocks(program)]
+        return [{"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m,
+                 "num_warps": c.num_warps, "num_stages": c.num_stages} for c in self.matmul_candidates(program)]
 
     def plan_blocks(self, program: KernelProgram) -> dict[str, int]:
-        """The constexprs of the kernel: BLOCK (elementwise), RBLOCK and whether the row loops (row),
-        BLOCK_M/N/K and GROUP_M (matmul, with the launch options num_warps and num_stages)."""
+        """The constexprs of the kernel: BLOCK and CONTIG (elementwise), RBLOCK, ROWS and whether the
+        row loops (row), BLOCK_M/N/K and GROUP_M (matmul), with the launch options num_warps and
+        num_stages."""
         if program.template == MATMUL:
-            c = self.matmul_candidates(program)[0]
-            return {"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m,
-                    "num_warps": c.num_warps, "num_stages": c.num_stages}
+            return self.tune_blocks(program)[0]
         if program.template == ELEMENTWISE:
             numel = _static_numel(program.domain)
-            block = self.block if numel is None else max(16, min(self.block, _next_power_of_2(numel)))
-            return {"BLOCK": block}
+            block, warps = self.block, self.num_warps
+            for least, b, w in self.elementwise_blocks:
+                if numel is not None and numel >= least:
+                    block, warps = b, w
+                    break
+            if numel is not None:
+                block = max(16, min(block, _next_power_of_2(numel)))
+            blocks = {"BLOCK": block, "num_warps": warps}
+            maps = [a.map for a in program.args] + [r.map for r, _ in program.results]
+            if contiguous_offsets(program.domain, maps) is not None:
+                blocks["CONTIG"] = 0  # the launcher sets it per call (TritonKernel.contiguous_flag)
+            return blocks
         n = program.domain[-1]
+        rows = _static_numel(program.domain[:-1]) if len(program.domain) > 1 else 1
         if n is not None and _next_power_of_2(n) <= self.max_row_block:
-            return {"RBLOCK": max(16, _next_power_of_2(n))}
-        return {"RBLOCK": self.loop_row_block, "looped": 1}
+            rblock = max(16, _next_power_of_2(n))
+            # short rows: several per program, so that one program still moves a few KB
+            per_program = max(1, self.row_elements // rblock)
+            if rows is not None:
+                per_program = min(per_program, _next_power_of_2(rows))
+            return {"RBLOCK": rblock, "ROWS": per_program, "num_warps": self.row_warps(rblock * per_program)}
+        return {"RBLOCK": self.loop_row_block, "ROWS": 1, "looped": 1,
+                "num_warps": self.row_warps(self.loop_row_block)}
+
+    def row_warps(self, elements: int) -> int:
+        """Warps for a row block of `elements` values: enough that each thread holds at most
+        `row_values_per_thread` of every row value in registers (4 when that is fewer)."""
+        warps = max(4, elements // (32 * self.row_values_per_thread))
+        return min(16, _next_power_of_2(warps))
 
     def grid(self, program: KernelProgram, blocks: dict[str, int]) -> list[str]:
         """The launch grid as dim expressions over the domain sizes d0, d1, ... (sdc.dialect.symexpr)."""
@@ -169,7 +230,8 @@ class TritonRenderer:
         if program.template == ELEMENTWISE:
             numel = " * ".join(dims) or "1"
             return [f"({numel} + {blocks['BLOCK'] - 1}) // {blocks['BLOCK']}"]
-        return [" * ".join(dims[:-1]) or "1"]
+        rows = " * ".join(dims[:-1]) or "1"
+        return [rows if blocks["ROWS"] == 1 else f"({rows} + {blocks['ROWS'] - 1}) // {blocks['ROWS']}"]
 
     def render(self, program: KernelProgram, entry: str, blocks: dict[str, int]) -> str:
         self.helpers = set()
@@ -208,27 +270,43 @@ class TritonRenderer:
         lines = [f"pid = tl.program_id(0){self._index_type(p)}",
                  "idx = pid * BLOCK + tl.arange(0, BLOCK)",
                  f"mask = idx < {' * '.join(f'd{d}' for d in range(rank)) or '1'}"]
-        lines += _decompose("idx", rank)
+        tensors = [("a", i, a.map) for i, a in enumerate(p.args)] + \
+                  [("o", i, r.map) for i, (r, _) in enumerate(p.results)]
+        fast = contiguous_offsets(p.domain, [m for _, _, m in tensors])
+        general = _decompose("idx", rank) + [
+            f"off_{prefix}{i} = {' + '.join(f'i{d} * {prefix}{i}_s{d}' for d in m if d is not None) or 'idx * 0'}"
+            for prefix, i, m in tensors]
+        if fast is None:
+            lines += general
+        else:
+            # CONTIG (set by the launcher per call): every tensor is dense and unbroadcast in the dims
+            # it maps, so its offset is the flat index (or a slice of it): no div/mod per dim, and
+            # offsets triton sees as contiguous become 16-byte accesses.
+            lines += ["if CONTIG:", *(f"    off_{prefix}{i} = {expr}" for (prefix, i, _), expr in zip(tensors, fast)),
+                      "else:", *("    " + line for line in general)]
         names: dict[int, str] = {}
         for n in p.nodes:
             if n.op == "load":
                 arg = p.args[n.arg]
-                terms = [f"i{d} * a{n.arg}_s{d}" for d in arg.map if d is not None]
-                expr = (f"tl.load(a{n.arg} + {' + '.join(terms)}, mask=mask)" if terms else f"tl.load(a{n.arg})")
+                mapped = any(d is not None for d in arg.map)
+                expr = f"tl.load(a{n.arg} + off_a{n.arg}, mask=mask)" if mapped else f"tl.load(a{n.arg})"
                 expr = self._widen(expr, n.dtype)
             else:
                 expr = self.node(n, [names[a] for a in n.args])
             names[n.id] = f"x{n.id}"
             lines.append(f"x{n.id} = {expr}")
         for i, (r, node) in enumerate(p.results):
-            terms = [f"i{d} * o{i}_s{d}" for d in r.map if d is not None] or ["idx * 0"]
-            lines.append(f"tl.store(o{i} + {' + '.join(terms)}, {self._narrow(names[node], r.dtype)}, mask=mask)")
+            lines.append(f"tl.store(o{i} + off_o{i}, {self._narrow(names[node], r.dtype)}, mask=mask)")
         return lines
 
     def _row(self, p: KernelProgram, looped: bool) -> list[str]:
+        """ROWS rows per program as a [ROWS, RBLOCK] block: row values are [ROWS, RBLOCK] (or
+        [1, RBLOCK] for a tensor the rows share, a norm's scale), per-row values [ROWS, 1]."""
         rank = len(p.domain)
         last = rank - 1
-        lines = [f"row = tl.program_id(0){self._index_type(p)}"]
+        lines = [f"pid = tl.program_id(0){self._index_type(p)}",
+                 "row = pid * ROWS + tl.arange(0, ROWS)[:, None]",
+                 f"rmask = row < {' * '.join(f'd{d}' for d in range(last)) or '1'}"]
         lines += _decompose("row", rank - 1)
         lines.append(f"N = d{last}")
         nodes = {n.id: n for n in p.nodes}
@@ -238,12 +316,18 @@ class TritonRenderer:
             terms = [f"i{d} * {prefix}{i}_s{d}" for d in m if d is not None and d != last]
             return " + ".join(terms) or "0"
 
+        def per_row(m) -> bool:  # indexed by the row (not shared by all rows of the program)
+            return any(d is not None and d != last for d in m)
+
         def emit(n: Node, out: list[str], acc: dict[int, str] | None = None) -> None:
             if n.op == "load":
                 arg = p.args[n.arg]
                 where = f"a{n.arg} + {base('a', n.arg, arg.map)}"
-                expr = (f"tl.load({where} + cols * a{n.arg}_s{last}, mask=mask, other=0)" if n.row
-                        else f"tl.load({where})")
+                own = per_row(arg.map)
+                if n.row:
+                    expr = f"tl.load({where} + cols * a{n.arg}_s{last}, mask={'mask' if own else 'cmask'}, other=0)"
+                else:
+                    expr = f"tl.load({where}, mask=rmask, other=0)" if own else f"tl.load({where})"
                 out.append(f"x{n.id} = {self._widen(expr, n.dtype)}")
             elif n.reduction:
                 x = names[n.args[0]]
@@ -262,14 +346,16 @@ class TritonRenderer:
                 is_row = last in r.map
                 if is_row != row_values:
                     continue
-                where = f"o{i} + {base('o', i, r.map)}"
+                offset = base("o", i, r.map)
+                where = f"o{i} + {offset if offset != '0' else 'row * 0'}"  # a pointer per row, even for one row
                 value = self._narrow(names[node], r.dtype)
                 out.append(f"tl.store({where} + cols * o{i}_s{last}, {value}, mask=mask)" if is_row
-                           else f"tl.store({where}, {value})")
+                           else f"tl.store({where}, {value}, mask=rmask)")
             return out
 
+        columns = ["cols = tl.arange(0, RBLOCK)[None, :]", "cmask = cols < N", "mask = rmask & cmask"]
         if not looped:
-            lines += ["cols = tl.arange(0, RBLOCK)", "mask = cols < N"]
+            lines += columns
             for n in p.nodes:
                 emit(n, lines)
             return lines + stores(True) + stores(False)
@@ -278,6 +364,7 @@ class TritonRenderer:
         # over the row, recomputing the row values it needs; a last pass computes and stores the row results.
         stage = _stages(p.nodes)
         done: set[int] = set()
+        row_len = "N" if p.domain[last] is None else str(p.domain[last])
 
         def scalars_ready() -> None:
             for n in p.nodes:
@@ -300,13 +387,11 @@ class TritonRenderer:
             scalars_ready()
             reductions = [n for n in p.nodes if n.reduction and stage[n.id] == s]
             for r in reductions:
-                lines.append(f"acc{r.id} = tl.full([RBLOCK], {self._identity(r)}, {_REGISTER[r.dtype]})")
-            lines += ["for start in range(0, N, RBLOCK):", "    cols = start + tl.arange(0, RBLOCK)",
-                      "    mask = cols < N"]
-            body: list[str] = []
+                lines.append(f"acc{r.id} = tl.full([ROWS, RBLOCK], {self._identity(r)}, {_REGISTER[r.dtype]})")
+            body: list[str] = [c.replace("= tl.arange", "= start + tl.arange") for c in columns]
             for n in row_cone([r.id for r in reductions]):
                 emit(n, body, acc={} if n.reduction else None)
-            lines += ["    " + b for b in body]
+            lines += self._loop("start", row_len, "RBLOCK", body)
             for r in reductions:
                 lines.append(f"x{r.id} = {self._reduce(r, f'acc{r.id}')}")
                 done.add(r.id)
@@ -314,12 +399,10 @@ class TritonRenderer:
         lines += stores(False)
         row_results = [node for r, node in p.results if last in r.map]
         if row_results:
-            lines += ["for start in range(0, N, RBLOCK):", "    cols = start + tl.arange(0, RBLOCK)",
-                      "    mask = cols < N"]
-            body = []
+            body = [c.replace("= tl.arange", "= start + tl.arange") for c in columns]
             for n in row_cone(row_results):
                 emit(n, body)
-            lines += ["    " + b for b in body + stores(True)]
+            lines += self._loop("start", row_len, "RBLOCK", body + stores(True))
         return lines
 
     def _matmul(self, p: KernelProgram) -> list[str]:
@@ -395,19 +478,38 @@ class TritonRenderer:
         if p.args[a].dtype == "bf16":
             # The interpreter of triton 3.9 multiplies bf16 blocks as their raw 16-bit patterns: it gets
             # them as f32 (exact); compiled kernels keep bf16 tensor cores (the branch folds away).
-            self.globals.append(f"_INTERPRETED = tl.constexpr(os.environ.get(\"TRITON_INTERPRET\", \"0\").strip()"
-                                f".lower() in (\"1\", \"true\", \"on\", \"yes\"))")
+            self._interpreted_flag()
             body += ["if _INTERPRETED:", "    lhs = lhs.to(tl.float32)", "    rhs = rhs.to(tl.float32)"]
         body.append(f"acc = tl.dot(lhs, rhs, acc{dot_kw})")
-        return ["acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)", f"for k in range(0, {K}, BLOCK_K):",
-                *("    " + line for line in body), f"x{n.id} = acc"]
+        k_size = K if p.domain[inner] is None else str(p.domain[inner])
+        return ["acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)", *self._loop("k", k_size, "BLOCK_K", body),
+                f"x{n.id} = acc"]
+
+    def _interpreted_flag(self) -> None:
+        """The module constant `_INTERPRETED` (TRITON_INTERPRET is set): a constexpr, so a branch on it
+        folds away in compiled kernels."""
+        line = ('_INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").strip().lower() '
+                'in ("1", "true", "on", "yes"))')
+        if line not in self.globals:
+            self.globals.append(line)
+
+    def _loop(self, var: str, bound: str, step: str, body: list[str]) -> list[str]:
+        """`for var in range(0, bound, step)` over `body`. A static bound is a literal. A run-time one
+        loops with `while` under the interpreter: the interpreter of triton 3.6 (the GPU host's)
+        turns a size argument into a one-element array, which numpy 2 refuses as a `range` bound."""
+        loop = [f"for {var} in range(0, {bound}, {step}):", *("    " + b for b in body)]
+        if bound.isdigit():
+            return loop
+        self._interpreted_flag()
+        return ["if _INTERPRETED:", f"    {var} = 0", f"    while {var} < {bound}:", *("        " + b for b in body),
+                f"        {var} += {step}", "else:", *("    " + b for b in loop)]
 
     def _reduce(self, n: Node, block: str) -> str:
         # tl.reduce with combine functions of this file, not tl.sum/tl.max: those are @triton.jit
         # functions of triton's standard library, which the interpreter runs only when
         # TRITON_INTERPRET=1 was set before triton was first imported in the process.
         self.helpers.add(f"_{n.op}")
-        return f"tl.reduce({block}, 0, _{n.op})"
+        return f"tl.reduce({block}, 1, _{n.op})[:, None]"  # along the row, kept as a [ROWS, 1] column
 
     def _identity(self, n: Node) -> str:
         return {"sum": "0.0", "max": '-float("inf")', "min": 'float("inf")'}[n.op]
@@ -600,6 +702,35 @@ def _decompose(flat: str, rank: int) -> list[str]:
     for d in range(rank - 1, 0, -1):
         lines += [f"i{d} = rem % d{d}", f"rem = rem // d{d}"]
     return lines + ["i0 = rem"]
+
+
+def contiguous_offsets(domain, maps) -> list[str] | None:
+    """Each tensor's offset from the flat index `idx` when it is dense in the dims it maps, or None
+    when some map does not allow that (the kernel then has no contiguous fast path).
+
+    A tensor that maps a run of consecutive domain dims, in order, lo..hi (dims of static size 1
+    inside it do not count), and is dense there, sits at `(idx // inner) % span`: `inner` the size of
+    the domain dims after hi (a broadcast along trailing dims), `span` that of lo..hi (a broadcast
+    along leading dims: a bias). A tensor that maps no dim is one element (`0`). Returns None for a
+    domain of rank 0 or 1 (the general path is one multiply by a stride triton specializes to 1)
+    or when a map breaks the pattern."""
+    if len(domain) <= 1:
+        return None
+    out = []
+    for m in maps:
+        dims = [d for d in m if d is not None]
+        if not dims:
+            out.append("0")
+            continue
+        lo, hi = dims[0], dims[-1]
+        inside = [d for d in range(lo, hi + 1) if domain[d] != 1]
+        if dims != sorted(dims) or [d for d in dims if domain[d] != 1] != inside:
+            return None
+        inner = " * ".join(f"d{d}" for d in range(hi + 1, len(domain)))
+        span = " * ".join(f"d{d}" for d in range(lo, hi + 1))
+        expr = f"(idx // ({inner}))" if inner else "idx"
+        out.append(f"{expr} % ({span})" if lo > 0 else expr)
+    return out
 
 
 def _stages(nodes: list[Node]) -> dict[int, int]:

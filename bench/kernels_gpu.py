@@ -1,0 +1,296 @@
+"""The generated Triton kernels on one GPU, configuration by configuration, against torch in one run.
+
+    source .gpu/env.sh && python3 bench/kernels_gpu.py [--out DIR] [--quick] [--budget SECONDS]
+
+bench/gpu.py times whole workloads; this script is for tuning the renderer's choices. Each workload
+is compiled once per renderer setting (TritonRenderer class attributes: elementwise blocks and warps,
+row warps), checked against torch in float64, and timed two ways, medians of CUDA-event timings:
+`call` is one executable call (its host work included, as bench/gpu.py counts it), `gpu` the time
+per call of 20 back-to-back calls (host work overlaps the kernels wherever the GPU is the slower
+side). torch eager and torch.compile run the same function in the same process, timed the same two
+ways. The MLP row also reports the autotuner: the configuration it chose, how long the first call
+took (tuning included) and whether a second load tuned again (it must not: the choice is on disk).
+
+Rows are printed as they finish and written to DIR/kernels_gpu.json; `--budget` stops starting new
+workloads after that many seconds, so a time-limited run still returns what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import sdc  # noqa: E402
+import sdc.runtime  # noqa: E402
+from sdc.codegen.triton.renderer import TritonRenderer  # noqa: E402
+from sdc.runtime import triton_launcher  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+from gpu import elementwise_ir, layernorm_ir, mlp_ir, softmax_ir  # noqa: E402
+
+BF16 = torch.bfloat16
+F = torch.nn.functional
+
+
+def events_ms(fn: Callable[[], object], calls: int, reps: int) -> float:
+    """Median over `reps` of the CUDA-event time of `calls` back-to-back calls, per call."""
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def timings(fn: Callable[[], object], quick: bool) -> dict:
+    return {"call_ms": events_ms(fn, 1, 10 if quick else 30), "gpu_ms": events_ms(fn, 20, 3 if quick else 5)}
+
+
+def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    got, want = got.double(), want.double()
+    return float(torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want).clamp_min(1e-30))
+
+
+@contextlib.contextmanager
+def renderer_settings(**values) -> Iterator[None]:
+    old = {k: getattr(TritonRenderer, k) for k in values}
+    for k, v in values.items():
+        setattr(TritonRenderer, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(TritonRenderer, k, v)
+
+
+def compile_ir(ir: str, tmp: Path, name: str):
+    path = tmp / f"{name}.mlir"
+    path.write_text(ir)
+    return sdc.compile(path, target="cuda", output=tmp / f"{name}.sdc", device="cuda")
+
+
+def kernels_of(exe) -> list[dict]:
+    plan = json.loads((Path(exe.path) / "plan.json").read_text())
+    return [{k: s["kernel"].get(k) for k in ("backend", "template", "constexprs", "num_warps")}
+            for s in plan["ranks"][0]["steps"] if s["kind"] == "launch"]
+
+
+def rate(amount: float, ms: float) -> float:
+    return amount / (ms * 1e-3) / 1e12
+
+
+def kernel_ms(exe, inputs, quick: bool) -> float:
+    """The generated kernels' own time per call: a fresh load without CUDA graphs (whose replay copies
+    the inputs in and the outputs out) runs once with each triton launch recorded, then each launch is
+    timed back to back on the recorded values (it reuses its result buffers) and the times are summed."""
+    os.environ["SDC_CUDA_GRAPHS"] = "0"
+    try:
+        fresh = sdc.runtime.load(exe.path, device="cuda")
+    finally:
+        os.environ.pop("SDC_CUDA_GRAPHS", None)
+    program = fresh._executor.program
+    recorded = []
+    for i, step in enumerate(program):
+        if isinstance(step, triton_launcher.TritonLaunch):
+            def spy(vals, state, step=step):
+                recorded.append((step, list(vals), state))  # its operands, before later steps free them
+                step(vals, state)
+            program[i] = spy
+    fresh(*inputs)
+    total = 0.0
+    for step, vals, state in recorded:
+        total += events_ms(lambda: step(vals, state), 20, 3 if quick else 5)
+    return total
+
+
+def measure_sdc(exe, inputs, want, amount: float, quick: bool) -> dict:
+    (got,) = exe(*inputs)
+    row = {"rel_error": rel_error(got, want), **timings(lambda: exe(*inputs), quick),
+           "kernel_ms": kernel_ms(exe, inputs, quick)}
+    for key in ("call", "gpu", "kernel"):
+        row[f"rate_{key}"] = rate(amount, row[f"{key}_ms"])
+    return row
+
+
+def measure_peers(fn, inputs, amount: float, quick: bool) -> dict:
+    out = {}
+    for label, f in (("eager", fn), ("compile", torch.compile(fn))):
+        t = timings(lambda: f(*inputs), quick)
+        out[label] = {**t, "rate_call": rate(amount, t["call_ms"]), "rate_gpu": rate(amount, t["gpu_ms"])}
+    return out
+
+
+# ---------------------------------------------------------------- workloads
+
+
+def elementwise(tmp: Path, quick: bool) -> dict:
+    n = (1 << 20) if quick else 64 * (1 << 20)
+    ir = elementwise_ir(n)
+    inputs = [torch.randn(n, device="cuda", dtype=BF16) for _ in range(3)]
+    fn = lambda x, w, b: F.gelu(x * w + b) * 0.5  # noqa: E731
+    want = fn(*[t.double() for t in inputs])
+    amount = 4 * n * 2
+    row = {"work": f"elementwise gelu(x*w+b)*0.5 {n} bf16", "peers": measure_peers(fn, inputs, amount, quick),
+           "variants": []}
+    for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 16)):
+        with renderer_settings(elementwise_blocks=((1 << 20, block, warps),)):
+            exe = compile_ir(ir, tmp, f"ew_{block}_{warps}")
+        row["variants"].append({"BLOCK": block, "num_warps": warps, **measure_sdc(exe, inputs, want, amount, quick)})
+    return row
+
+
+def bias_rows(tmp: Path, quick: bool) -> dict:
+    """A 2-D elementwise group with a broadcast bias: the contiguous fast path against the general one."""
+    rows, cols = (1024, 1024) if quick else (8192, 8192)
+    t, v = f"tensor<{rows}x{cols}xbf16>", f"tensor<{cols}xbf16>"
+    ir = f"""
+func.func @main(%x: {t} {{sdc.name = "x"}}, %b: {v} {{sdc.name = "b"}}) -> {t} {{
+  %0 = "sdc.add"(%x, %b) : ({t}, {v}) -> {t}
+  %1 = "sdc.gelu"(%0) {{approximate = "tanh"}} : ({t}) -> {t}
+  return %1 : {t}
+}}"""
+    inputs = [torch.randn(rows, cols, device="cuda", dtype=BF16), torch.randn(cols, device="cuda", dtype=BF16)]
+    fn = lambda x, b: F.gelu(x + b, approximate="tanh")  # noqa: E731
+    want = fn(*[t.double() for t in inputs])
+    amount = 2 * rows * cols * 2 + cols * 2
+    row = {"work": f"bias + tanh-gelu {rows}x{cols} bf16", "peers": measure_peers(fn, inputs, amount, quick),
+           "variants": []}
+    exe = compile_ir(ir, tmp, "bias")
+    row["kernels"] = kernels_of(exe)
+    row["variants"].append({"path": "contiguous", **measure_sdc(exe, inputs, want, amount, quick)})
+    dense = triton_launcher._dense
+    triton_launcher._dense = lambda *a: False  # the general (div/mod per dim) path on the same kernel
+    try:
+        row["variants"].append({"path": "general", **measure_sdc(exe, inputs, want, amount, quick)})
+    finally:
+        triton_launcher._dense = dense
+    return row
+
+
+def row_workloads(tmp: Path, quick: bool) -> list[dict]:
+    rows, cols = (1024, 4096) if quick else (32768, 4096)
+    softmax, layernorm = softmax_ir(rows, cols), layernorm_ir(rows, cols)
+    x = torch.randn(rows, cols, device="cuda", dtype=BF16)
+    g, b = torch.randn(cols, device="cuda", dtype=BF16), torch.randn(cols, device="cuda", dtype=BF16)
+    amount = 2 * rows * cols * 2
+    out = []
+    for name, ir, inputs, fn in (
+            ("softmax", softmax, [x], lambda x: torch.softmax(x, -1)),
+            ("layernorm", layernorm, [x, g, b], lambda x, g, b: F.layer_norm(x, (cols,), g, b, 1e-5))):
+        want = fn(*[t.double() for t in inputs])
+        row = {"work": f"{name} {rows}x{cols} bf16", "peers": measure_peers(fn, inputs, amount, quick), "variants": []}
+        # 4, 8, 16 warps for one 4096 row a program; then two rows a program with 16 warps
+        for per_thread, elements in ((32, 2048), (16, 2048), (8, 2048), (16, 8192)):
+            with renderer_settings(row_values_per_thread=per_thread, row_elements=elements):
+                exe = compile_ir(ir, tmp, f"{name}_{per_thread}_{elements}")
+            (k,) = [k for k in kernels_of(exe) if k["backend"] == "triton"]
+            row["variants"].append({"num_warps": k["num_warps"], **k["constexprs"],
+                                    **measure_sdc(exe, inputs, want, amount, quick)})
+        out.append(row)
+    return out
+
+
+def mlp(tmp: Path, quick: bool) -> dict:
+    batch, width, layers = (256, 512, 2) if quick else (8192, 4096, 8)
+    ir = mlp_ir(batch, width, layers)
+    scale = width ** -0.5
+    inputs = [torch.randn(batch, width, device="cuda", dtype=BF16)] + [
+        v for _ in range(layers) for v in (torch.randn(width, width, device="cuda", dtype=BF16) * scale,
+                                           torch.randn(width, device="cuda", dtype=BF16) * 0.1)]
+
+    def fn(x, *wb):
+        for w, bias in zip(wb[0::2], wb[1::2]):
+            x = F.gelu(x @ w + bias, approximate="tanh")
+        return x
+
+    want = fn(*[v.double() for v in inputs])
+    flops = 2 * batch * width * width * layers
+    row = {"work": f"MLP {layers}x{width} batch {batch} bf16", "peers": measure_peers(fn, inputs, flops, quick),
+           "variants": []}
+    timed = []
+    measure = triton_launcher.measure
+    triton_launcher.measure = lambda run, device: timed.append(1) or measure(run, device)
+    try:
+        os.environ["SDC_AUTOTUNE"] = "0"
+        exe = compile_ir(ir, tmp, "mlp")
+        row["variants"].append({"autotune": "off", **measure_sdc(exe, inputs, want, flops, quick)})
+        os.environ["SDC_AUTOTUNE"] = "1"
+        tuned = sdc.runtime.load(exe.path, device="cuda")
+        started = time.perf_counter()
+        tuned(*inputs)
+        torch.cuda.synchronize()
+        first_s = time.perf_counter() - started
+        chosen = [dict(c.constexprs, num_warps=c.num_warps) for step in tuned._executor.program
+                  if isinstance(step, triton_launcher.TritonLaunch) for c in step.chosen.values()]
+        row["variants"].append({"autotune": "on", "first_call_s": round(first_s, 2), "configs_timed": len(timed),
+                                "chosen": chosen[:1], **measure_sdc(tuned, inputs, want, flops, quick)})
+        before = len(timed)
+        again = sdc.runtime.load(exe.path, device="cuda")
+        again(*inputs)
+        row["second_load_configs_timed"] = len(timed) - before
+    finally:
+        triton_launcher.measure = measure
+        os.environ.pop("SDC_AUTOTUNE", None)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for kernels_gpu.json")
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--budget", type=float, default=170.0, help="start no workload after this many seconds")
+    parser.add_argument("--only", default="", help="comma-separated workloads: ew,bias,rows,mlp")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: bench/kernels_gpu.py needs a CUDA GPU", file=sys.stderr)
+        return 1
+    import triton
+
+    started = time.perf_counter()
+    meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "triton": triton.__version__}
+    print(meta, flush=True)
+    results: dict = {"meta": meta, "rows": []}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = set(filter(None, args.only.split(","))) or {"ew", "bias", "rows", "mlp"}
+    with tempfile.TemporaryDirectory(prefix="sdc-kernels-") as tmp:
+        os.environ.setdefault("SDC_AUTOTUNE_DIR", str(Path(tmp) / "autotune"))
+        for name, work in (("ew", elementwise), ("bias", bias_rows), ("rows", row_workloads), ("mlp", mlp)):
+            if name not in chosen:
+                continue
+            if time.perf_counter() - started > args.budget:
+                print(f"skipped {name}: past the budget", flush=True)
+                continue
+            try:
+                got = work(Path(tmp), args.quick)
+            except Exception as e:  # one failing workload must not hide the others' numbers
+                got = {"work": name, "failed": f"{type(e).__name__}: {e}"[:500]}
+            for row in got if isinstance(got, list) else [got]:
+                results["rows"].append(row)
+                print(json.dumps(row), flush=True)
+            (out / "kernels_gpu.json").write_text(json.dumps(results, indent=1))
+    print(f"done in {time.perf_counter() - started:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
