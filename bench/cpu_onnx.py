@@ -1,109 +1,416 @@
-"""sdc's CPU path against onnxruntime on the light ONNX model zoo, in one run.
+"""sdc's CPU path against onnxruntime and IREE's CPU backend, on the light ONNX zoo and on real exported models.
 
-    python bench/cpu_onnx.py [--runs 20] [--models resnet50,vgg19] [--threads N]
+    python bench/cpu_onnx.py [--runs 20] [--threads 2] [--models resnet50,bert,...] [--engines ...]
+                             [--cache DIR] [--json OUT]
 
-Each (engine, model) pair runs in its own subprocess so peak memory is its own: the model
-is loaded/compiled, run twice to warm up, then timed `--runs` times. Reports the median
-latency, sdc/onnxruntime ratio, and the peak resident memory added by loading and running
-the model (ru_maxrss after minus resident memory before loading). Both engines use the same
-number of threads. The last lines are a short table.
+Models:
+- the nine light ONNX zoo models (`MODELS`; the files the `onnx` package carries, where
+  test/py/test_onnx_frontend.py finds them), each twice: as shipped, and a copy with random weights
+  (`<name>-rw`). The shipped files hold their weights as `ConstantOfShape` splats, which IREE folds
+  into its kernels; the copy gives every weight random values (seeded, the same file for every
+  engine), so no engine can specialize on them;
+- the real-model suite of test/py/test_exported_models.py (`EXPORTED`): the same Hugging Face and
+  torchvision models from small configs with random weights, exported by the TorchScript exporter
+  with the test's own helpers, run at the largest shape that test uses.
+
+Engines: onnxruntime (CPUExecutionProvider), sdc (`sdc.compile`, target cpu) and IREE 3.13
+(`iree-import-onnx` on a copy converted to opset 17 by onnx.version_converter, then `iree-compile`
+with `IREE_FLAGS`, run on the `local-task` driver). Each engine and model runs in its own worker
+process (its peak memory is its own), all with `--threads` threads, OMP_WAIT_POLICY=PASSIVE set before
+torch loads (spin-waiting OpenMP threads steal the cores from the others). After loading and two
+warm-up calls, the runs interleave: one call of each engine in turn, `--runs` rounds, so load changes on a
+shared machine hit every engine alike; the table reports medians. Every engine gets the same inputs
+(random, seeded). An engine that cannot import, compile or run a model gets a `failed: <one line>`
+cell; the bench goes on. The load average (as `uptime` prints it) is reported before and after.
+IREE's compiled modules are cached in `--cache` (keyed by the model's bytes and the flags).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
+
+# Before anything imports torch (here, in the exporters, or in a worker): see the module docstring.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse
+import hashlib
+import json
+import statistics
 import subprocess
 import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
           "squeezenet", "vgg19", "zfnet512"]
-
-CHILD = r"""
-import json, os, resource, statistics, sys, time
-engine, path, runs, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-import numpy as np, onnx, torch
-torch.set_num_threads(threads)
-from onnx.backend.test.runner import Runner
-model = onnx.load(path)
-inits = {i.name for i in model.graph.initializer}
-feeds = {x.name: Runner.generate_dummy_data(x, seed=0, random=True) for x in model.graph.input if x.name not in inits}
-
-def rss_kb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-
-import onnxruntime as ort
-import sdc, sdc.runtime
-base = rss_kb()
-t0 = time.perf_counter()
-if engine == "onnxruntime":
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-    run = lambda: sess.run(None, feeds)
-else:
-    exe = sdc.compile(path)
-    run = lambda: exe(**feeds)
-prepare = time.perf_counter() - t0
-for _ in range(2):
-    run()
-times = []
-for _ in range(runs):
-    t = time.perf_counter()
-    run()
-    times.append(time.perf_counter() - t)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"median_ms": 1e3 * statistics.median(times), "prepare_s": prepare,
-                  "peak_mb": (peak - base) / 1024}))
-"""
+EXPORTED = ["gpt2_with_cache", "bert", "distilbert", "clip_text", "t5", "vit", "segmentation"]
+ENGINES = ["onnxruntime", "sdc", "iree"]
+IREE_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+              "--iree-llvmcpu-target-cpu=host"]
+IREE_OPSET = 17  # the lowest opset IREE's ONNX importer takes
+ROOT = Path(__file__).resolve().parent.parent
+WARMUP = 2
 
 
-def measure(engine: str, path: Path, runs: int, threads: int) -> dict:
-    # Idle OpenMP threads that spin-wait steal the cores from the other engine and from other work on a
-    # shared machine (the 2-thread ratios swung 0.9x-40x with the load): passive, unless set already.
-    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
-    proc = subprocess.run([sys.executable, "-c", CHILD, engine, str(path), str(runs), str(threads)],
-                          capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+# ---------------------------------------------------------------- the models
 
 
-def main() -> int:
+@dataclass
+class Model:
+    name: str
+    path: Path  # the ONNX file every engine loads
+    feeds: Path  # .npz of the inputs every engine runs on
+
+
+def light_zoo_dir() -> Path:
     import onnx
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
-    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-    rows = []
-    for name in args.models.split(","):
-        path = light / f"light_{name}.onnx"
-        ort_r = measure("onnxruntime", path, args.runs, args.threads)
-        sdc_r = measure("sdc", path, args.runs, args.threads)
-        rows.append((name, ort_r, sdc_r))
-        print(f"{name}: onnxruntime {ort_r} sdc {sdc_r}", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({n: {"onnxruntime": o, "sdc": s} for n, o, s in rows}, indent=1))
-    print()
-    print(f"CPU, {args.threads} threads, median of {args.runs} runs")
-    print(f"| model | onnxruntime ms | sdc ms | sdc/ort | ort peak MB | sdc peak MB |")
-    print(f"|---|---|---|---|---|---|")
-    for name, o, s in rows:
-        if "error" in o or "error" in s:
-            print(f"| {name} | {o.get('median_ms', o.get('error'))} | {s.get('median_ms', s.get('error'))} | - | - | - |")
+    return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def _light_feeds(model, out: Path) -> None:
+    import numpy as np
+    from onnx.backend.test.runner import Runner
+
+    inits = {i.name for i in model.graph.initializer}
+    feeds = {x.name: Runner.generate_dummy_data(x, seed=0, random=True)
+             for x in model.graph.input if x.name not in inits}
+    np.savez(out, **feeds)
+
+
+def random_weights(model, seed: int = 0):
+    """A copy of `model` whose `ConstantOfShape` weights are random initializers. Scaled so activations
+    stay finite through fifty layers: 1/sqrt(fan-in) for a matrix or filter, (0.5, 1.5) for a vector
+    (a bias, a batch-norm scale, mean or variance: positive, so a variance stays one)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(seed)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    keep = []
+    for node in graph.node:
+        shape = consts.get(node.input[0]) if node.op_type == "ConstantOfShape" and node.input else None
+        value = next((a.t for a in node.attribute if a.name == "value"), None)
+        dtype = numpy_helper.to_array(value).dtype if value is not None else np.float32
+        if shape is None or dtype != np.float32:
+            keep.append(node)
             continue
-        print(f"| {name} | {o['median_ms']:.1f} | {s['median_ms']:.1f} | {s['median_ms'] / o['median_ms']:.2f}x "
-              f"| {o['peak_mb']:.0f} | {s['peak_mb']:.0f} |")
+        dims = [int(d) for d in shape.reshape(-1)]
+        if len(dims) >= 2:
+            w = rng.standard_normal(dims) / np.sqrt(max(1, int(np.prod(dims[1:]))))
+        else:
+            w = rng.uniform(0.5, 1.5, dims)
+        graph.initializer.append(numpy_helper.from_array(w.astype(np.float32), node.output[0]))
+    del graph.node[:]
+    graph.node.extend(keep)
+    copy.ir_version = max(copy.ir_version, 4)  # IR 3 wants every initializer listed as a graph input too
+    return copy
+
+
+def light_models(names: list[str], work: Path) -> list[Model]:
+    import onnx
+
+    out = []
+    for name in names:
+        path = light_zoo_dir() / f"light_{name}.onnx"
+        model = onnx.load(str(path))
+        feeds = work / f"{name}.npz"
+        _light_feeds(model, feeds)
+        out.append(Model(name, path, feeds))
+        rw = work / f"{name}-rw.onnx"
+        onnx.save(random_weights(model), str(rw))
+        out.append(Model(f"{name}-rw", rw, feeds))
+    return out
+
+
+def exported_models(names: list[str], work: Path) -> list[Model]:
+    """The real-model suite, exported with test/py/test_exported_models.py's own cases and exporter."""
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(ROOT / "test" / "py"))
+    import conftest  # noqa: F401  (torchvision's op schemas, before transformers imports torchvision)
+    import test_exported_models as suite
+
+    out = []
+    for name in names:
+        torch.manual_seed(0)
+        suite.RNG = np.random.default_rng(0)
+        case = suite.MODELS[name]()
+        path = work / f"{name}.onnx"
+        suite._export(case, "torchscript", path)
+        feeds = work / f"{name}.npz"
+        np.savez(feeds, **case.make(**case.sizes[-1]))
+        out.append(Model(name, path, feeds))
+    return out
+
+
+# ---------------------------------------------------------------- one engine on one model (a worker process)
+
+
+def _status_kb(field: str) -> int:
+    """A /proc/self/status memory figure: `VmRSS` (resident now) or `VmHWM` (its peak). Not ru_maxrss,
+    which a worker inherits from the parent that forked it (the parent holds torch and the exporters)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _iree_module(path: Path, cache: Path):
+    """Compile (or take from the cache) the model for IREE's CPU backend; returns the vmfb path."""
+    import onnx
+    from onnx import version_converter
+
+    digest = hashlib.sha256(path.read_bytes() + " ".join(IREE_FLAGS).encode()).hexdigest()[:24]
+    vmfb = cache / f"{path.stem}-{digest}.vmfb"
+    if vmfb.exists():
+        return vmfb
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = onnx.load(str(path))
+        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), IREE_OPSET)
+        if opset < IREE_OPSET:
+            model = version_converter.convert_version(model, IREE_OPSET)
+        converted, mlir = Path(tmp) / "model.onnx", Path(tmp) / "model.mlir"
+        onnx.save(model, str(converted))
+        bin_dir = Path(sys.executable).parent
+        for cmd in ([str(bin_dir / "iree-import-onnx"), str(converted), "-o", str(mlir)],
+                    [str(bin_dir / "iree-compile"), str(mlir), "-o", str(vmfb) + ".part", *IREE_FLAGS]):
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if "error" in ln.lower()]
+                raise RuntimeError(f"{Path(cmd[0]).name}: " + (lines[0] if lines else f"exit {proc.returncode}"))
+    os.replace(str(vmfb) + ".part", vmfb)
+    return vmfb
+
+
+def _load(engine: str, path: Path, feeds: dict, threads: int, cache: Path):
+    """Load `path` for `engine`; returns a function that runs one call to completion."""
+    if engine == "onnxruntime":
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        return lambda: sess.run(None, feeds)
+    if engine == "sdc":
+        import torch
+
+        torch.set_num_threads(threads)
+        import sdc
+
+        exe = sdc.compile(str(path))
+        return lambda: exe(**feeds)
+    if engine == "iree":
+        import onnx
+        import iree.runtime as rt
+
+        vmfb = _iree_module(path, cache)
+        # One worker per thread, exactly (the default counts physical cores, capped by a max_group_count).
+        rt.flags.parse_flags(f"--task_topology_group_count={threads}")
+        module = rt.load_vm_flatbuffer_file(str(vmfb), driver="local-task")
+        entry = next(n for n in module.vm_module.function_names if not n.startswith("__") and "$" not in n)
+        function = getattr(module, entry)
+        graph = onnx.load(str(path), load_external_data=False).graph
+        inits = {i.name for i in graph.initializer}
+        args = [feeds[i.name] for i in graph.input if i.name not in inits]
+
+        def run():
+            out = function(*args)
+            for o in out if isinstance(out, (tuple, list)) else [out]:
+                o.to_host()  # wait for the results, as the other engines do
+
+        return run
+    raise ValueError(f"unknown engine {engine!r}")
+
+
+def _load_engine(engine: str) -> None:
+    """Load the engine's libraries (sdc's compiler loads most of its modules on its first model): one tiny
+    model through onnxruntime and sdc."""
+    if engine == "iree":
+        import iree.runtime  # noqa: F401
+        return
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    tiny = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "tiny", [x], [y]),
+                             opset_imports=[helper.make_opsetid("", 17)])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tiny.onnx"
+        onnx.save(tiny, str(path))
+        _load(engine, path, {"x": np.ones((1, 4), np.float32)}, 1, Path(tmp))()
+
+
+def worker(engine: str, path: str, feeds_path: str, threads: int, cache: str) -> int:
+    """Load, warm up, print `ready`; then one timed call per `run` line on stdin; `quit` prints the peak."""
+    import numpy as np
+
+    def say(obj: dict) -> None:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    feeds = dict(np.load(feeds_path))
+    _load_engine(engine)
+    base = _status_kb("VmRSS")  # after the engine's own libraries: the peak is what the model adds
+    try:
+        t0 = time.perf_counter()
+        run = _load(engine, Path(path), feeds, threads, Path(cache))
+        prepare = time.perf_counter() - t0
+        for _ in range(WARMUP):
+            run()
+    except Exception as e:  # the cell says why; the bench goes on
+        say({"error": (f"{type(e).__name__}: {e}".strip().splitlines() or ["failed"])[0][:160]})
+        return 0
+    say({"ready": True, "prepare_s": prepare})
+    for line in sys.stdin:
+        if line.strip() != "run":
+            break
+        t = time.perf_counter()
+        run()
+        say({"ms": 1e3 * (time.perf_counter() - t)})
+    say({"peak_mb": (_status_kb("VmHWM") - base) / 1024})
+    return 0
+
+
+# ---------------------------------------------------------------- the parent: interleaved runs
+
+
+@dataclass
+class Worker:
+    engine: str
+    proc: subprocess.Popen | None = None
+    stderr: Any = None  # a temporary file: a pipe nobody reads would block a worker that logs much
+    result: dict = field(default_factory=dict)
+    times: list[float] = field(default_factory=list)
+
+    def read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            self.stderr.seek(0)
+            err = self.stderr.read().decode(errors="replace").strip().splitlines()
+            return {"error": (err[-1] if err else f"worker exited {self.proc.wait()}")[:160]}
+        return json.loads(line)
+
+    def send(self, word: str) -> None:
+        self.proc.stdin.write(word + "\n")
+        self.proc.stdin.flush()
+
+
+def measure(model: Model, engines: list[str], runs: int, threads: int, cache: Path) -> dict[str, dict]:
+    """Each engine's result on `model`: median_ms, prepare_s, peak_mb, or an error."""
+    workers = [Worker(e) for e in engines]
+    for w in workers:  # loaded one after the other, so their compiles do not compete
+        w.stderr = tempfile.TemporaryFile()
+        w.proc = subprocess.Popen([sys.executable, __file__, "--worker", w.engine, str(model.path), str(model.feeds),
+                                   str(threads), str(cache)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=w.stderr, text=True)
+        w.result = w.read()
+        if "error" in w.result:
+            w.proc.kill()
+    for _ in range(runs):
+        for w in workers:
+            if "error" in w.result:
+                continue
+            w.send("run")
+            reply = w.read()
+            if "ms" in reply:
+                w.times.append(reply["ms"])
+            else:
+                w.result = reply
+    for w in workers:
+        if "error" not in w.result:
+            w.send("quit")
+            w.result.update(w.read())
+            w.result["median_ms"] = statistics.median(w.times)
+        w.proc.wait()
+        w.stderr.close()
+    return {w.engine: w.result for w in workers}
+
+
+def _load_average() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _cell(r: dict) -> str:
+    if "error" in r:
+        return f"failed: {r['error'][:90]}"
+    return f"{r['median_ms']:.1f}"
+
+
+def _ratio(a: dict, b: dict) -> str:
+    if "error" in a or "error" in b:
+        return "-"
+    return f"{a['median_ms'] / b['median_ms']:.2f}x"
+
+
+def table(rows: list[tuple[str, dict[str, dict]]], engines: list[str]) -> list[str]:
+    short = {"onnxruntime": "ort", "sdc": "sdc", "iree": "iree"}
+    head = ["model", *(f"{short[e]} ms" for e in engines)]
+    ratios = [(f"sdc/{short[e]}", e) for e in engines if e != "sdc"] if "sdc" in engines else []
+    head += [name for name, _ in ratios]
+    head.append("peak MB " + "/".join(short[e] for e in engines))
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, res in rows:
+        cells = [name, *(_cell(res[e]) for e in engines), *(_ratio(res["sdc"], res[e]) for _, e in ratios)]
+        cells.append("/".join(f"{res[e]['peak_mb']:.0f}" if "peak_mb" in res[e] else "-" for e in engines))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--worker":
+        engine, path, feeds, threads, cache = argv[1:6]
+        return worker(engine, path, feeds, int(threads), cache)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="timed calls per engine and model (default 20)")
+    parser.add_argument("--threads", type=int, default=2, help="threads per engine (default 2)")
+    parser.add_argument("--models", default=",".join(MODELS + EXPORTED),
+                        help="comma-separated: light zoo names (each also runs as <name>-rw) and real-model names")
+    parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--cache", default=str(Path.home() / ".cache" / "sdc-bench"),
+                        help="where IREE's compiled modules are kept between runs")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args(argv)
+    names = [n for n in args.models.split(",") if n]
+    engines = [e for e in args.engines.split(",") if e]
+    unknown = [n for n in names if n not in MODELS and n not in EXPORTED] + [e for e in engines if e not in ENGINES]
+    if unknown or args.runs < 1 or args.threads < 1:
+        parser.error(f"unknown model or engine {unknown}" if unknown else "--runs and --threads must be >= 1")
+    before = _load_average()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        models = light_models([n for n in names if n in MODELS], work)
+        models += exported_models([n for n in names if n in EXPORTED], work)
+        for model in models:
+            res = measure(model, engines, args.runs, args.threads, Path(args.cache))
+            rows.append((model.name, res))
+            print(f"{model.name}: " + "  ".join(f"{e} {json.dumps(r)}" for e, r in res.items()), flush=True)
+    after = _load_average()
+    if args.json:
+        Path(args.json).write_text(json.dumps({"started": started, "threads": args.threads, "runs": args.runs,
+                                               "load_before": before, "load_after": after,
+                                               "results": dict(rows)}, indent=1))
+    print()
+    print(f"CPU ({os.cpu_count()} cores), {args.threads} threads per engine, median of {args.runs} interleaved runs, "
+          f"{started}; load average (1, 5, 15 min) before: {before}, after: {after}")
+    for line in table(rows, engines):
+        print(line)
     return 0
 
 

@@ -33,7 +33,7 @@ from sdc.runtime import plan_schema as S
 from sdc.runtime.format import decode_value
 from sdc.runtime.profile import Profiler, StepInfo
 from sdc.runtime.arena import Arena, arena_enabled, into
-from sdc.runtime.reference_kernels import reference_kernel
+from sdc.runtime.reference_kernels import fuse_epilogues, reference_kernel
 
 ErrorFactory = Callable[[str], SdcError]
 
@@ -152,16 +152,39 @@ class EventStep:
             stream.wait_event(events[self.event])
 
 
+@contextlib.contextmanager
+def fp32_math(tf32: bool):
+    """cuBLAS and cuDNN compute f32 products in TF32 only when the artifact's precision is tf32.
+    torch's own default lets cuDNN convolutions use TF32, which would make an f32 artifact's
+    convolutions (reference kernels on cuda) lose 13 bits of mantissa. Set through torch's
+    `fp32_precision` flags, not the legacy `allow_tf32` (mixing the two APIs is an error in torch),
+    and restored afterwards: the caller's own torch code keeps its settings."""
+    flags = [f for f in (getattr(torch.backends.cudnn, "conv", None), getattr(torch.backends.cuda, "matmul", None))
+             if f is not None and hasattr(f, "fp32_precision")]
+    before = [f.fp32_precision for f in flags]
+    for f in flags:
+        f.fp32_precision = "tf32" if tf32 else "ieee"
+    try:
+        yield
+    finally:
+        for f, value in zip(flags, before):
+            f.fp32_precision = value
+
+
 class ReferenceExecutor:
     """Runs one rank's plan; build it once per loaded artifact, call `run` per inference."""
 
     def __init__(self, program: S.RankProgram, weights: dict[str, torch.Tensor], mesh: dict[str, int],
-                 error: ErrorFactory, comm: Any = None, device: torch.device | None = None, kernels: Any = None):
+                 error: ErrorFactory, comm: Any = None, device: torch.device | None = None, kernels: Any = None,
+                 tf32: bool = False):
         """`error(message)` makes the SdcError for a plan that does not fit its weights (naming the
         artifact and plan.json). `comm` runs the collectives (sdc.runtime.distributed); `device` is
         where the tensors live; `kernels` reads the artifact's generated kernel sources
-        (`sdc.runtime.triton_launcher.KernelSources`), for launches whose backend is triton."""
+        (`sdc.runtime.triton_launcher.KernelSources`), for launches whose backend is triton. `tf32`:
+        the artifact's precision is tf32, so torch's f32 matmuls and convolutions may use TF32 on
+        cuda (`fp32_math`); otherwise they compute in full f32."""
         self.mesh = dict(mesh)
+        self.tf32 = tf32
         self.comm = comm
         self.device = device
         cuda = device is not None and device.type == "cuda"
@@ -207,7 +230,8 @@ class ReferenceExecutor:
                                                    self.streams[step.stream], error))
             elif isinstance(step, S.Launch):
                 self.kernel_count += 1
-                for entry in step.ops:
+                # on the CPU a convolution takes the relu/add after it as oneDNN post-ops (reference_kernels)
+                for entry in (step.ops if cuda else fuse_epilogues(step.ops)):
                     self.program.append(self._op(step, entry, weights, error, allocated, from_comm))
             elif isinstance(step, S.Collective):
                 self.program.append(self._collective(step, weights, error, allocated, from_comm))
@@ -236,7 +260,11 @@ class ReferenceExecutor:
         opdef = _opdef(entry.op, step, error)
         attrs = self._attrs(entry.attrs, weights, step.where, error)
         try:
-            kernel = reference_kernel(opdef.name, opdef.ref, entry.in_place)
+            on_cpu = self.device is None or self.device.type == "cpu"
+            constants = tuple(self.initial[self.slots[v]] for v in entry.inputs) if on_cpu else ()
+            first = self.specs[entry.inputs[0]].shape if entry.inputs else None
+            kernel = reference_kernel(opdef.name, opdef.ref, entry.in_place, constants, attrs,
+                                      tuple(d if isinstance(d, int) else None for d in first) if first else None)
         except ValueError as e:
             raise error(f"{step.where}: {e}") from None
         return PreparedOp(
@@ -284,7 +312,8 @@ class ReferenceExecutor:
         for slot, t in zip(self.input_slots, inputs):
             vals[slot] = t
         on_device = torch.device(self.device) if self.device is not None and self.device.type != "cpu" else None
-        with torch.inference_mode(), (on_device or contextlib.nullcontext()):
+        math = fp32_math(self.tf32) if on_device is not None else contextlib.nullcontext()
+        with torch.inference_mode(), (on_device or contextlib.nullcontext()), math:
             if profiler is None:
                 for instruction in self.program:
                     instruction(vals, state)

@@ -251,7 +251,9 @@ def test_cpu_runtime_runs_fused_groups_with_folded_weights():
     exe = compile_module(parse_module(BLOCK), params)
     program = [op for op in exe._executor.program if isinstance(op, PreparedOp)]
     assert "batch_norm" not in [op.name for op in program]  # folded into the first convolution at compile time
-    assert sum(1 for op in program if op.name == "conv" and len(op.ins) == 3) == 2  # both take a bias
+    # both take a bias (input, weight, bias; a merged residual add's other operand comes last)
+    assert sum(1 for op in program if op.name == "conv"
+               and len(op.ins) == 3 + ("add" in op.attrs.get("sdc.epilogue", []))) == 2
     (out,) = exe(x)
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
     (again,) = exe(x)

@@ -1,0 +1,161 @@
+"""The CPU runtime's convolution on a weight oneDNN reordered once at load (sdc/runtime/reference_kernels.py
+`packed_conv`), and the relu / add / add+relu after it merged into it as oneDNN post-ops
+(`fuse_epilogues`): the same values as an independent float64 convolution for every attribute it
+handles, at input shapes other than the one it packed for, and the reference kernels wherever it does
+not apply."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import sdc
+from sdc.dialect.opdef import get_op
+from sdc.runtime.executor import PreparedOp
+from sdc.runtime.plan_schema import OpEntry
+from sdc.runtime.reference_kernels import EPILOGUE, fuse_epilogues, packed_conv, reference_kernel
+
+pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch without oneDNN")
+
+CONV = get_op("conv").ref
+TOLERANCE = dict(rtol=1e-4, atol=1e-4)  # f32 accumulation order differs from the f64 reference
+
+
+def _want(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, a: dict) -> np.ndarray:
+    """float64 torch convolution, with asymmetric pads applied by hand: independent of both kernels."""
+    pads = a["pads"]
+    x = F.pad(x.double(), [pads[1], pads[3], pads[0], pads[2]])
+    b = bias.double() if bias is not None else None
+    return F.conv2d(x, w.double(), b, a["strides"], 0, a["dilations"], a["groups"]).numpy()
+
+
+CASES = [  # (input shape, weight shape, strides, pads, dilations, groups, bias)
+    ((1, 8, 13, 11), (16, 8, 3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 1, True),
+    ((2, 6, 12, 12), (6, 1, 3, 3), [2, 2], [0, 0, 1, 1], [1, 1], 6, False),  # depthwise, asymmetric pads
+    ((1, 8, 15, 15), (12, 4, 3, 5), [1, 2], [2, 1, 0, 3], [2, 1], 2, True),  # grouped, dilated, non-square
+    ((3, 4, 9, 9), (8, 4, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 1, False),
+]
+
+
+@pytest.mark.parametrize("xs,ws,strides,pads,dilations,groups,with_bias", CASES)
+def test_matches_float64_convolution_at_other_shapes(xs, ws, strides, pads, dilations, groups, with_bias):
+    a = dict(strides=strides, pads=pads, dilations=dilations, groups=groups)
+    w = torch.randn(ws).contiguous(memory_format=torch.channels_last)
+    bias = torch.randn(ws[0]) if with_bias else None
+    kernel = packed_conv(CONV, a, w, (None, xs[1], None, xs[3]))  # packed for batch 1 and a guessed height
+    assert kernel is not None
+    for shape in (xs, (xs[0] + 2, xs[1], xs[2] + 4, xs[3] + 1)):  # also a shape it was not packed for
+        for memory_format in (torch.contiguous_format, torch.channels_last):
+            x = torch.randn(shape).contiguous(memory_format=memory_format)
+            with torch.inference_mode():
+                got = kernel(None, a, x, w, bias) if with_bias else kernel(None, a, x, w)
+            np.testing.assert_allclose(got.numpy(), _want(x, w, bias, a), **TOLERANCE)
+
+
+def test_falls_back_where_it_does_not_apply():
+    a = dict(strides=[1], pads=[0, 0], dilations=[1], groups=1)
+    assert packed_conv(CONV, a, torch.randn(4, 2, 3), (1, 2, 8)) is None  # 1-d
+    a2 = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
+    assert packed_conv(CONV, a2, torch.randn(4, 2, 3, 3, dtype=torch.float64), (1, 2, 8, 8)) is None
+    assert packed_conv(CONV, a2, torch.randn(4, 2, 3, 3), (1, None, 8, 8)) is None  # symbolic channels
+    assert reference_kernel("conv", CONV, constants=(None, None), attrs=a2, input_shape=(1, 2, 8, 8)) is CONV
+    # a float64 input at run time on a packed kernel: the reference convolution, same values
+    kernel = packed_conv(CONV, a2, torch.randn(4, 2, 3, 3), (1, 2, 8, 8))
+    x, w = torch.randn(1, 2, 8, 8, dtype=torch.float64), torch.randn(4, 2, 3, 3, dtype=torch.float64)
+    np.testing.assert_allclose(kernel(None, a2, x, w).numpy(), _want(x, w, None, a2), **TOLERANCE)
+
+
+def _entry(op: str, inputs: tuple[str, ...], output: str, in_place: int | None = None) -> OpEntry:
+    return OpEntry(op=op, attrs={}, inputs=inputs, outputs=(output,), in_place=in_place)
+
+
+def test_fuse_epilogues_merges_only_ops_in_place_on_the_convolution_result():
+    conv = _entry("conv", ("x", "w", "b"), "c")
+    fused = fuse_epilogues((conv, _entry("add", ("r", "c"), "s", in_place=1), _entry("relu", ("s",), "y", 0),
+                            _entry("relu", ("y",), "z", 0)))
+    assert [e.op for e in fused] == ["conv", "relu"]  # one relu per convolution: the second stays
+    assert fused[0].attrs[EPILOGUE] == ["add", "relu"]
+    assert fused[0].inputs == ("x", "w", "b", "r") and fused[0].outputs == ("y",)
+    assert fuse_epilogues((conv, _entry("relu", ("c",), "y")))[0].outputs == ("c",)  # not in place: c is read again
+    # in place on the other operand: the add writes into r, the convolution's result is read as is
+    assert len(fuse_epilogues((conv, _entry("add", ("r", "c"), "s", in_place=0)))) == 2
+    assert len(fuse_epilogues((conv, _entry("mul", ("c", "r"), "s", in_place=0)))) == 2
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "reference"])
+@pytest.mark.parametrize("other_shape", [(2, 8, 6, 6), (1, 8, 1, 1)], ids=["same-shape", "broadcast"])
+def test_convolution_with_add_relu_epilogue(packed, other_shape):
+    a = dict(strides=[1, 1], pads=[0, 0, 1, 1], dilations=[1, 1], groups=1)
+    a[EPILOGUE] = ["add", "relu"]
+    w, bias = torch.randn(8, 4, 2, 2), torch.randn(8)
+    x, other = torch.randn(2, 4, 6, 6), torch.randn(other_shape)
+    constants = (None, w if packed else None, None, None)
+    kernel = reference_kernel("conv", CONV, constants=constants, attrs=a, input_shape=(None, 4, 6, 6))
+    assert (kernel.__qualname__.startswith("packed_conv")) == packed
+    want = np.maximum(_want(x, w, bias, a) + other.double().numpy(), 0)
+    with torch.inference_mode():
+        np.testing.assert_allclose(kernel(None, a, x, w, bias, other).numpy(), want, **TOLERANCE)
+        x64 = x.double()  # float64 at run time: the reference kernels, the same values
+        np.testing.assert_allclose(kernel(None, a, x64, w.double(), bias.double(), other.double()).numpy(), want,
+                                   **TOLERANCE)
+
+
+class _Block(torch.nn.Module):
+    """A residual block: conv + bn + relu, conv + bn, the input added, relu (ResNet's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+        self.conv2, self.bn2 = torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return torch.relu(self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))) + x)
+
+
+def test_compiled_residual_block_fuses_its_epilogues():
+    torch.manual_seed(0)
+    net = _Block().eval()
+    for bn in (net.bn1, net.bn2):
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+    exe = sdc.compile(net, (torch.randn(2, 4, 8, 8),))
+    convs = [op for op in exe._executor.program if isinstance(op, PreparedOp) and op.name == "conv"]
+    assert sorted(op.attrs.get(EPILOGUE, []) for op in convs) == [["add", "relu"], ["relu"]]
+    x = torch.randn(2, 4, 8, 8)
+    with torch.no_grad():
+        want = net.double()(x.double()).numpy()
+    got = exe(x.numpy())
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    np.testing.assert_allclose(np.asarray(got), want, **TOLERANCE)
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 4, 3, stride=2, groups=4)
+
+    def forward(self, x):
+        return self.conv2(torch.relu(self.bn(self.conv(x))))
+
+
+def test_compiled_model_runs_packed_convolutions_at_several_batches():
+    torch.manual_seed(0)
+    net = _Net().eval()
+    net.bn.running_mean.uniform_(-1, 1)
+    net.bn.running_var.uniform_(0.5, 2)
+    batch = torch.export.Dim("batch", max=16)
+    exe = sdc.compile(net, (torch.randn(2, 3, 10, 10),), dynamic_shapes=({0: batch},))
+    convs = [op for op in exe._executor.program if isinstance(op, PreparedOp) and op.name == "conv"]
+    assert len(convs) == 2 and all(op.kernel.__qualname__.startswith("packed_conv") for op in convs)
+    for b in (1, 5):
+        x = torch.randn(b, 3, 10, 10)
+        with torch.no_grad():
+            want = net.double()(x.double()).numpy()
+            net.float()
+        got = exe(x.numpy())
+        got = got[0] if isinstance(got, (list, tuple)) else got
+        np.testing.assert_allclose(np.asarray(got), want, **TOLERANCE)
