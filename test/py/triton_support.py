@@ -28,10 +28,10 @@ def rng() -> torch.Generator:
     return torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 31)))
 
 
-def compile_cuda(text: str, out: Path, params=None, precision: str = "f32"):
-    """IR text compiled for target cuda into `out`, loaded on the CPU (so its kernels interpret)."""
+def compile_cuda(text: str, out: Path, params=None, precision: str = "f32", device: str = "cpu"):
+    """IR text compiled for target cuda into `out`, loaded on `device` (on the CPU its kernels interpret)."""
     return compile_module(parse_module(text), params or {}, CompileOptions(target="cuda", precision=precision),
-                          output=out, device="cpu")
+                          output=out, device=device)
 
 
 def triton_launches(exe) -> list:
