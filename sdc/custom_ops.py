@@ -18,8 +18,15 @@ is. A registration says it once:
 - `reference(*inputs, **attrs)` computes the op: on torch tensors (`array_api="torch"`, the
   default) or numpy arrays (`array_api="numpy"`). The CPU executor runs it, and the compiler
   folds the op with it when every input is a constant.
-- `triton` (a kernel's source text) and `derivative` (a function) are stored with the op for the
-  code generator and autodiff; neither is used yet.
+- `derivative(*inputs, *grads_of_outputs, **attrs)` gives the inputs' gradients (in the op's
+  array_api; None for an input that gets none, and a result with no gradient, an integer one, is
+  passed as None). With it the op is differentiable in sdc-autodiff: the backward program runs it
+  as another custom op, `<name>.vjp`, registered here from the derivative (its results: the
+  gradients of the float inputs, shaped as the inputs), so the CPU executor and an artifact's
+  plan treat it like any other. Without it a gradient through the op is an error naming it.
+- `triton`: the source of the op's own Triton kernel, `kernel(in_ptr..., out_ptr..., n, <attributes>...,
+  BLOCK: tl.constexpr)` over contiguous tensors of one shape (sdc/codegen/triton/custom.py has the
+  contract): on a target with Triton codegen (cuda) the op's launch runs it instead of the reference.
 
 In the IR every custom op is one generic op, `sdc.custom` (sdc/dialect/ops/custom.py), whose
 `name` attribute is the registered name and whose `attributes` attribute is the node's
@@ -33,6 +40,7 @@ This module imports neither the MLIR bindings nor (until an op runs) torch: the 
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
@@ -51,13 +59,14 @@ else:
     torch = lazy_import("torch")
 
 __all__ = ["CustomOp", "TensorSpec", "custom_op", "lookup", "is_registered", "registered_names", "unregister",
-           "encode_attributes", "decode_attributes", "require_registered"]
+           "encode_attributes", "decode_attributes", "require_registered", "vjp_name", "VJP_SUFFIX", "VJP_META"]
 
 # `namespace::op`; the namespace may be dotted (ONNX domains such as com.example).
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*::[A-Za-z_][A-Za-z0-9_]*$")
 ARRAY_APIS = ("torch", "numpy")
 
 ShapeFn = Callable[..., Any]
+TRITON_KERNEL = "kernel"  # the function of a registration's `triton` source that its launch calls
 ReferenceFn = Callable[..., Any]
 
 
@@ -126,6 +135,70 @@ class CustomOp:
 
 _REGISTRY: dict[str, CustomOp] = {}
 
+# The backward op of a registration with a derivative is registered beside it under this suffix
+# (`mylib::scaled_tanh.vjp`): a name no user registration can take (the op part has no dots).
+VJP_SUFFIX = ".vjp"
+# The attribute under which sdc-autodiff tells a `.vjp` op how its operands and results line up with
+# the forward op's: [inputs, results, results with a cotangent, inputs given a gradient] (the last
+# two as index lists). The user's derivative never sees it.
+VJP_META = "sdc_vjp"
+
+
+def vjp_name(name: str) -> str:
+    return name + VJP_SUFFIX
+
+
+def _vjp_layout(attrs: dict[str, Any]) -> tuple[int, int, list[int], list[int], dict[str, Any]]:
+    user = dict(attrs)
+    meta = user.pop(VJP_META, None)
+    if not (isinstance(meta, list) and len(meta) == 4):
+        raise ShapeError(f"a custom op's backward needs its '{VJP_META}' attribute "
+                         f"[inputs, results, results with a cotangent, inputs given a gradient], found {meta!r}")
+    n_in, n_out, with_ct, wanted = meta
+    return int(n_in), int(n_out), [int(j) for j in with_ct], [int(i) for i in wanted], user
+
+
+def _backward_op(forward: CustomOp) -> CustomOp:
+    """`<name>.vjp`: operands are the forward's inputs, then the cotangents of its results that have
+    one; results are the gradients of the inputs `wanted` (the float ones), shaped as those inputs."""
+    derivative = forward.derivative
+    assert derivative is not None
+
+    def shape(*specs: TensorSpec, **attrs: Any) -> list[TensorSpec]:
+        n_in, _, _, wanted, _ = _vjp_layout(attrs)
+        return [TensorSpec(specs[i].shape, specs[i].dtype) for i in wanted]
+
+    def reference(*arrays: Any, **attrs: Any) -> list[Any]:
+        n_in, n_out, with_ct, wanted, user = _vjp_layout(attrs)
+        inputs = list(arrays[:n_in])
+        grads_out: list[Any] = [None] * n_out
+        for j, g in zip(with_ct, arrays[n_in:]):
+            grads_out[j] = g
+        got = derivative(*inputs, *grads_out, **user)
+        grads = list(got) if isinstance(got, (list, tuple)) else [got]
+        if len(grads) != n_in:
+            raise SdcError(f"the derivative of custom op '{forward.name}' returned {len(grads)} gradients for "
+                           f"{n_in} inputs (return one per input, None where there is none)")
+        return [_gradient_like(forward.name, i, grads[i], inputs[i], forward.array_api) for i in wanted]
+
+    return CustomOp(vjp_name(forward.name), shape, reference, forward.array_api, None, None,
+                    f"the backward of '{forward.name}' (its derivative)")
+
+
+def _gradient_like(op: str, index: int, grad: Any, x: Any, array_api: str) -> Any:
+    """The gradient of input `index` as `x`'s shape and dtype: zeros for None, an error for a wrong shape."""
+    if grad is None:
+        return np.zeros_like(x) if array_api == "numpy" else torch.zeros_like(x)
+    if tuple(grad.shape) != tuple(x.shape):
+        raise SdcError(f"the derivative of custom op '{op}' returned a gradient of shape {list(grad.shape)} for "
+                       f"input {index} of shape {list(x.shape)}")
+    if array_api == "numpy":
+        return np.asarray(grad, dtype=x.dtype)
+    if not isinstance(grad, torch.Tensor):
+        raise SdcError(f"the derivative of custom op '{op}' returned {type(grad).__name__} for input {index}, "
+                       "not a torch.Tensor")
+    return grad.to(x.dtype)
+
 
 def custom_op(name: str, shape: ShapeFn, reference: ReferenceFn | None = None, *, triton: str | None = None,
               derivative: Callable[..., Any] | None = None, array_api: str = "torch",
@@ -143,6 +216,8 @@ def custom_op(name: str, shape: ShapeFn, reference: ReferenceFn | None = None, *
         raise SdcError(f"custom op '{name}': array_api must be one of {', '.join(ARRAY_APIS)}, found {array_api!r}")
     if triton is not None and not isinstance(triton, str):
         raise SdcError(f"custom op '{name}': triton is a kernel's source text, found {type(triton).__name__}")
+    if triton is not None:
+        triton_kernel_parameters(triton, name)
     if derivative is not None and not callable(derivative):
         raise SdcError(f"custom op '{name}': derivative must be a function, found {type(derivative).__name__}")
 
@@ -153,9 +228,29 @@ def custom_op(name: str, shape: ShapeFn, reference: ReferenceFn | None = None, *
             raise SdcError(f"custom op '{name}' is already registered (pass replace=True to replace it)")
         op = CustomOp(name, shape, fn, array_api, triton, derivative, (fn.__doc__ or "").strip())
         _REGISTRY[name] = op
+        _REGISTRY.pop(vjp_name(name), None)
+        if derivative is not None:
+            _REGISTRY[vjp_name(name)] = _backward_op(op)
         return op
 
     return register if reference is None else register(reference)
+
+
+def triton_kernel_parameters(source: str, op: str) -> list[str]:
+    """The parameter names of the top-level `kernel` function of a `triton` source (read, never run:
+    this checks the contract's shape at registration); SdcError naming the op otherwise."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise SdcError(f"custom op '{op}': its triton source does not parse: line {e.lineno}: {e.msg}") from None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == TRITON_KERNEL:
+            a = node.args
+            if not (a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs):
+                return [p.arg for p in a.args]
+    raise SdcError(f"custom op '{op}': its triton source must define a top-level @triton.jit function "
+                   f"'{TRITON_KERNEL}(in_ptr..., out_ptr..., n, <attributes>..., BLOCK: tl.constexpr)' with plain "
+                   "parameters (docs/custom-ops.md)")
 
 
 def is_registered(name: str) -> bool:
@@ -175,8 +270,9 @@ def registered_names() -> list[str]:
 
 
 def unregister(name: str) -> None:
-    """Forget op `name` (tests; a no-op for a name never registered)."""
+    """Forget op `name` and its backward (tests; a no-op for a name never registered)."""
     _REGISTRY.pop(name, None)
+    _REGISTRY.pop(vjp_name(name), None)
 
 
 def not_registered_message(names: Iterable[str]) -> str:

@@ -5,7 +5,8 @@
     sdc run ARTIFACT [--input NAME=FILE.npy ...] [--output-dir DIR] [--dim NAME=SIZE ...] [--seed N]
                      [--repeat N] [--warmup N] [--profile] [--trace FILE]
     sdc inspect ARTIFACT
-    sdc compile MODEL.onnx --train --loss cross_entropy|mse [--optimizer sgd|adam|adamw] [--lr RATE] -o STEP.sdc
+    sdc compile MODEL.onnx --train --loss cross_entropy|mse [--optimizer sgd|adam|adamw] [--lr RATE]
+                      [--memory-budget BYTES] [--precision bf16|fp16] -o STEP.sdc
     sdc train STEP.sdc --input NAME=FILE.npy ... [--steps N] [--lr RATE] [--no-save]
     sdc import MODEL [-o OUT.mlir] [--input-shape NAME=DIMS ...] [--params OUT.safetensors] [--mesh dp=2]
 

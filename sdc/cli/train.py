@@ -2,7 +2,7 @@
 step 0, `sdc train CKPT --input NAME=FILE.npy ...` runs steps on it and saves it back.
 
     sdc compile model.onnx --train --loss cross_entropy --optimizer adamw --lr 1e-3 \\
-        --input-shape x=32,784 -o step.sdc
+        --input-shape x=32,784 [--memory-budget 64M] [--precision bf16|fp16] -o step.sdc
     sdc train step.sdc --input x=x.npy --input target=y.npy [--steps N] [--lr LR] [--no-save]
     python -c "import sdc; step = sdc.load_train('step.sdc')"      # the same checkpoint from Python
 
@@ -21,6 +21,7 @@ from sdc.diagnostics import SdcError
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 DEFAULT_LR = 1e-3
+BYTE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}  # --memory-budget 512K, 64M, 2G: binary units
 
 
 def add_compile_flags(c: Any) -> None:
@@ -36,6 +37,10 @@ def add_compile_flags(c: Any) -> None:
     c.add_argument("--lr", metavar="RATE", help=f"with --train: the default learning rate (default {DEFAULT_LR:g})")
     c.add_argument("--weight-decay", metavar="WD", help="with --train: weight decay (default: the optimizer's)")
     c.add_argument("--momentum", metavar="M", help="with --train and --optimizer sgd: momentum (default 0)")
+    c.add_argument("--memory-budget", metavar="BYTES",
+                   help="with --train: the most bytes the step's planned intermediates may take at once "
+                        "(an integer, or with K/M/G for KiB/MiB/GiB); activations are recomputed in the backward "
+                        "to fit it, and a budget below the reachable minimum is an error naming it")
 
 
 def add_train_parser(sub: Any) -> None:
@@ -79,12 +84,27 @@ def optimizer_of(args: Any) -> Any:
     return {"sgd": optim.SGD, "adam": optim.Adam, "adamw": optim.AdamW}[name](**fields)
 
 
+def memory_budget_of(text: str | None) -> int | None:
+    """--memory-budget's bytes: digits with an optional K/M/G (binary) suffix. UsageError when it is not
+    that shape; the value's sense (positive) is CompileOptions' to check, as for the Python API."""
+    if text is None:
+        return None
+    spelled = text.strip().upper().removesuffix("IB").removesuffix("B")
+    digits, suffix = (spelled[:-1], spelled[-1]) if spelled[-1:] in BYTE_SUFFIXES else (spelled, "")
+    if not digits.lstrip("-").isdigit():
+        raise UsageError(f"--memory-budget expects a number of bytes (an integer, or with K, M or G), "
+                         f"found '{text}'")
+    return int(digits) * BYTE_SUFFIXES[suffix]
+
+
 def check_compile_flags(args: Any) -> bool:
     """Whether `sdc compile` writes a training step; UsageError for training flags without --train."""
     given = [f for f in ("loss", "optimizer", "lr", "weight_decay", "momentum") if getattr(args, f) is not None]
     if not args.train:
         if given:
             raise UsageError("--loss, --optimizer and --lr need --train")
+        if args.memory_budget is not None:
+            raise UsageError("--memory-budget needs --train (it bounds a training step's activations)")
         return False
     if args.loss is None:
         raise UsageError("--train needs --loss (cross_entropy or mse): the loss on the model's first output")
@@ -101,12 +121,14 @@ def compile_train_command(args: Any, options: Any, out: TextIO) -> int:
     output = Path(args.output) if args.output else Path(Path(args.model).stem + ".sdc")
     started = time.perf_counter()
     fields = {"target": options.target, "input_shapes": options.input_shapes or None,
-              "precision": options.precision, "dump_ir": options.dump_ir}
+              "precision": options.precision, "dump_ir": options.dump_ir,
+              "memory_budget": memory_budget_of(args.memory_budget)}
     step = compile_train_other(args.model, None, loss=args.loss, optimizer=optimizer, **fields)
     step.save(output)
     names = ", ".join(t.name for t in step.inputs)
     out.write(f"wrote {output} (training step: {len(step.params)} parameters, {optimizer.kind} lr "
-              f"{optimizer.lr:g}, {args.loss} loss; inputs {names}) in {time.perf_counter() - started:.2f} s\n")
+              f"{optimizer.lr:g}, {args.loss} loss, precision {options.precision}; inputs {names}; planned peak "
+              f"{step.info()['planned_peak_bytes']} bytes) in {time.perf_counter() - started:.2f} s\n")
     return 0
 
 

@@ -30,9 +30,9 @@ Value = Any
 
 
 class Builder(Protocol):
-    def op(self, name: str, *operands: Value, **attrs: Any) -> Value: ...
+    def op(self, name: str, /, *operands: Value, **attrs: Any) -> Value: ...
 
-    def ops(self, name: str, *operands: Value, **attrs: Any) -> list[Value]: ...
+    def ops(self, name: str, /, *operands: Value, **attrs: Any) -> list[Value]: ...
 
     def spec(self, value: Value) -> TensorSpec: ...
 
@@ -918,7 +918,7 @@ def _cumprod(b: Builder, ins, outs, attrs, cts):
 # Float ops with no rule yet: a gradient through one is an error naming it (see test_autodiff's
 # coverage test, which keeps this list exact).
 PENDING = ("deform_conv", "lrn", "resize", "grid_sample", "roi_align",
-           "col2im", "dft", "det", "linear_attention", "custom")
+           "col2im", "dft", "det", "linear_attention")
 
 
 def _is_float(dtype: str) -> bool:

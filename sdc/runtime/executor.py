@@ -7,7 +7,10 @@ order when stored in another layout), each op of a reference kernel group become
 layout_cast that moves bytes) with its attributes decoded, and each collective step becomes a call of
 the op's reference semantics through the communicator. The planner decided everything else at
 compile time; the executor only honours it. A call is then a loop over prepared instructions, under
-`torch.inference_mode()`, with no JSON or name lookups in it.
+`torch.inference_mode()`, with no JSON or name lookups in it: an unprofiled call runs them
+specialized (`_straight_line`: one closure per ordinary op, which also drops the slots freed after
+it, and calls the torch function itself where the op's reference function is just that call), since
+on small models the executor's own Python was a fifth of a call.
 
 Streams and events: on the CPU everything runs in plan order, so `record` and `wait` do nothing (the
 schema checked that each wait follows its record). On a CUDA device each stream of the plan is a CUDA
@@ -17,6 +20,8 @@ stream (stream 0 the current one), steps run on theirs, and record/wait are CUDA
 from __future__ import annotations
 
 import contextlib
+import functools
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -28,6 +33,7 @@ from sdc.diagnostics import SdcError
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import RefEnv, get_op
 from sdc.dialect.ops.custom import CUSTOM
+from sdc.dialect import symexpr
 from sdc.dialect.shapes import DYN, TensorSpec
 from sdc.runtime import plan_schema as S
 from sdc.runtime.format import decode_value
@@ -64,9 +70,87 @@ class PreparedOp:
     waits_for_comm: bool  # reads a collective's result: on CUDA, wait for the collective's stream
     into_buffers: bool  # writes a value an `alloc` step made: copy the result into that buffer
     stream: Any = None  # the CUDA stream it runs on, or None for the current one
+    direct: Callable[..., Any] | None = None  # the torch function the kernel equals here (`_direct_kernel`)
 
     def where(self) -> str:
         return f"{self.loc}: " if self.loc else ""
+
+    def failure(self, e: Exception) -> SdcError:
+        return SdcError(f"{self.where()}'sdc.{self.name}' failed in {self.step}: {e}")
+
+    def plain(self, comm: Any) -> bool:
+        """True for the common case that `specialized` covers: on the current stream, no declared
+        result type, no buffer to copy the result into, and no communicator to tell about the op
+        (`comm` None: a world of one, where collectives are reference functions like any other)."""
+        return (self.stream is None and self.declared is None and not self.into_buffers
+                and (comm is None or not (self.communicates or self.waits_for_comm)))
+
+    def specialized(self, frees: tuple[int, ...]) -> Callable[[list, RunState], None]:
+        """This op as one closure that does only what a `plain` op needs, then drops the slots of
+        `frees` (the free steps right after it), instead of the generic `__call__`'s checks and a
+        separate free instruction per step. With `direct` the torch function is called on the
+        operands alone, skipping the reference function's own frame and attribute reads."""
+        kernel, attrs, failure, direct = self.kernel, self.attrs, self.failure, self.direct
+        n = len(self.ins)
+        get = operator.itemgetter(*self.ins) if n else None
+        outs = self.outs
+        out = outs[0] if len(outs) == 1 else None
+        sequence = (tuple, list)
+
+        # The common shapes (one result; one or more operands) each get a closure of their own, one
+        # Python frame per op; a direct torch function returns one tensor, never a sequence.
+        if out is not None and n and direct is not None:
+            if n == 1:
+                def run(vals: list, state: RunState) -> None:
+                    try:
+                        vals[out] = direct(get(vals))
+                    except Exception as e:
+                        raise failure(e) from e
+                    for slot in frees:
+                        vals[slot] = None
+            else:
+                def run(vals: list, state: RunState) -> None:
+                    try:
+                        vals[out] = direct(*get(vals))
+                    except Exception as e:
+                        raise failure(e) from e
+                    for slot in frees:
+                        vals[slot] = None
+            return run
+
+        if out is not None and n:
+            single = n == 1
+
+            def run(vals: list, state: RunState) -> None:
+                try:
+                    result = kernel(state.env, attrs, get(vals)) if single else kernel(state.env, attrs, *get(vals))
+                except SdcError:
+                    raise
+                except Exception as e:
+                    raise failure(e) from e
+                vals[out] = result[0] if isinstance(result, sequence) else result
+                for slot in frees:
+                    vals[slot] = None
+
+            return run
+
+        def run_any(vals: list, state: RunState) -> None:  # no operands, or not one result
+            try:
+                result = kernel(state.env, attrs, *get(vals)) if n > 1 else (
+                    kernel(state.env, attrs, get(vals)) if n else kernel(state.env, attrs))
+            except SdcError:
+                raise
+            except Exception as e:
+                raise failure(e) from e
+            if out is not None:
+                vals[out] = result[0] if isinstance(result, sequence) else result
+            elif outs:
+                for slot, t in zip(outs, result):
+                    vals[slot] = t
+            for slot in frees:
+                vals[slot] = None
+
+        return run_any
 
     def __call__(self, vals: list, state: RunState) -> None:
         args = [vals[i] for i in self.ins]
@@ -88,7 +172,7 @@ class PreparedOp:
         except SdcError:
             raise
         except Exception as e:
-            raise SdcError(f"{self.where()}'sdc.{self.name}' failed in {self.step}: {e}") from e
+            raise self.failure(e) from e
         if not self.outs:
             return
         results = [out[0] if isinstance(out, (tuple, list)) else out] if len(self.outs) == 1 else list(out)
@@ -250,6 +334,8 @@ class ReferenceExecutor:
                 self.program.append(EventStep(step.event, self.streams[step.stream], isinstance(step, S.Record)))
             if len(self.program) > first:
                 self.segments.append((_step_info(step), tuple(self.program[first:])))
+        # What an unprofiled call runs: the same instructions, plain ops specialized with their frees.
+        self.fast_program = _straight_line(self.program, comm)
         from sdc.runtime.cuda_graphs import GraphRunner, static_reason
 
         self.graph_reason = static_reason(program, device)  # why calls are not captured, or None
@@ -267,12 +353,16 @@ class ReferenceExecutor:
                                       tuple(d if isinstance(d, int) else None for d in first) if first else None)
         except ValueError as e:
             raise error(f"{step.where}: {e}") from None
+        direct = None
+        if kernel is opdef.ref:
+            direct = _direct_kernel(opdef.name, attrs, tuple(self.specs[v] for v in entry.inputs))
+            kernel = _shape_kernel(opdef.name, attrs, kernel) if direct is None else kernel
         return PreparedOp(
             name=opdef.name, step=f"kernel {step.id}", step_id=step.id, loc=entry.loc, kernel=kernel, attrs=attrs,
             ins=tuple(self.slots[v] for v in entry.inputs), outs=tuple(self.slots[v] for v in entry.outputs),
             declared=self._declared(opdef, entry.outputs), communicates=opdef.family == "collective",
             waits_for_comm=any(v in from_comm for v in entry.inputs),
-            into_buffers=any(v in allocated for v in entry.outputs), stream=self.streams[step.stream])
+            into_buffers=any(v in allocated for v in entry.outputs), stream=self.streams[step.stream], direct=direct)
 
     def _collective(self, step: S.Collective, weights: dict, error: ErrorFactory, allocated: set[str],
                     from_comm: set[str]) -> PreparedOp:
@@ -315,7 +405,7 @@ class ReferenceExecutor:
         math = fp32_math(self.tf32) if on_device is not None else contextlib.nullcontext()
         with torch.inference_mode(), (on_device or contextlib.nullcontext()), math:
             if profiler is None:
-                for instruction in self.program:
+                for instruction in self.fast_program:
                     instruction(vals, state)
             else:
                 self._run_profiled(vals, state, profiler)
@@ -342,6 +432,95 @@ class ReferenceExecutor:
             if sync is not None:
                 sync(self.device)
             profiler.record(info, start, clock())
+
+
+def _straight_line(program: list[Callable[[list, RunState], None]],
+                   comm: Any) -> tuple[Callable[[list, RunState], None], ...]:
+    """`program` with each plain op (`PreparedOp.plain`) replaced by its specialized closure, which
+    also does the frees that follow it when none of them keeps memory for a later alloc."""
+    out: list[Callable[[list, RunState], None]] = []
+    i = 0
+    while i < len(program):
+        instruction = program[i]
+        i += 1
+        if not isinstance(instruction, PreparedOp) or not instruction.plain(comm):
+            out.append(instruction)
+            continue
+        frees: list[int] = []
+        while i < len(program) and isinstance(program[i], FreeSlots) and not program[i].keep:
+            frees.extend(program[i].slots)
+            i += 1
+        out.append(instruction.specialized(tuple(frees)))
+    return tuple(out)
+
+
+# Ops whose reference function, on operands of element types other than the wide unsigned ones (which
+# it computes in int64) and with default attributes, is exactly one torch call on the operands.
+_WIDE_UNSIGNED = frozenset({"ui16", "ui32", "ui64"})
+_DIRECT: dict[str, str] = {
+    "add": "add", "sub": "sub", "mul": "mul", "pow": "pow", "max": "maximum", "min": "minimum",
+    "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
+    "and": "logical_and", "or": "logical_or", "xor": "logical_xor",
+    "neg": "neg", "abs": "abs", "sign": "sign", "exp": "exp", "log": "log", "sqrt": "sqrt",
+    "reciprocal": "reciprocal", "tanh": "tanh", "sigmoid": "sigmoid", "erf": "erf", "sin": "sin",
+}
+
+
+def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...]) -> Callable[..., Any] | None:
+    """The torch function that op `name`'s reference semantics reduce to for these operand types and
+    attributes, or None (then the reference function runs). test_executor_direct.py checks each one
+    against the op's reference function."""
+    if any(spec.dtype in _WIDE_UNSIGNED for spec in operands):
+        return None
+    if name in _DIRECT and not attrs:
+        return getattr(torch, _DIRECT[name])
+    if name == "div" and not attrs and operands and all(dtypes.is_float(spec.dtype) for spec in operands):
+        return torch.div
+    if name == "where" and not attrs:
+        return torch.where
+    if name == "matmul" and attrs.get("transpose_lhs") is False and attrs.get("transpose_rhs") is False:
+        return torch.matmul
+    if name == "reshape" and isinstance(attrs.get("shape"), list) and all(type(d) is int for d in attrs["shape"]):
+        return functools.partial(torch.reshape, shape=tuple(attrs["shape"]))
+    if name == "layer_norm" and len(operands) == 3 and isinstance(attrs.get("axis"), int) and operands[0].rank:
+        normalized = operands[0].shape[attrs["axis"] % operands[0].rank:]
+        if all(d != DYN for d in normalized) and isinstance(attrs.get("epsilon"), float):
+            return _layer_norm(tuple(normalized), attrs["epsilon"])
+    return None
+
+
+def _layer_norm(normalized: tuple[int, ...], epsilon: float) -> Callable[..., Any]:
+    """torch's layer_norm over static trailing dims: what `F.layer_norm` calls, without its wrapper."""
+    layer_norm, cudnn = torch.layer_norm, torch.backends.cudnn
+
+    def run(x: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, normalized, scale, bias, epsilon, cudnn.enabled)
+
+    return run
+
+
+def _shape_kernel(name: str, attrs: dict, ref: Callable[..., Any]) -> Callable[..., Any]:
+    """A `reshape` to symbolic dims with its dim expressions parsed once, at load, instead of per
+    call (`RefEnv.dim`). Where one does not evaluate (an unbound symbol), the reference function runs
+    and reports it as it always has. Other ops: `ref` itself."""
+    dims = attrs.get("shape") if name == "reshape" else None
+    if not isinstance(dims, list) or not all(isinstance(d, (int, str)) for d in dims):
+        return ref
+    try:
+        parts = [d if isinstance(d, int) else symexpr.evaluator(symexpr.parse(d)) for d in dims]
+    except ValueError:
+        return ref
+    reshape = torch.reshape
+
+    def run(env: RefEnv, a: dict, x: torch.Tensor) -> torch.Tensor:
+        symbols = env.symbols
+        try:
+            shape = [d if type(d) is int else int(d(symbols)) for d in parts]
+        except Exception:
+            return ref(env, a, x)
+        return reshape(x, shape)
+
+    return run
 
 
 def _step_info(step: S.Step) -> StepInfo | None:

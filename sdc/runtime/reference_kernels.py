@@ -119,6 +119,9 @@ def _broadcasts_into(other: torch.Tensor, target: torch.Tensor) -> bool:
     return True
 
 
+PACK_MAX_DIM = 2**31 - 1
+
+
 def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
                 input_shape: tuple[int | None, ...] | None) -> Kernel | None:
     """A 2-d float32 CPU convolution on `weight` reordered once by oneDNN, or None where it does not apply.
@@ -146,9 +149,14 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
              *(GUESSED_IMAGE_SIZE if d is None else int(d) for d in input_shape[2:])]
     if not symmetric:  # the kernel pads explicitly first, so oneDNN sees the padded input
         shape = [shape[0], shape[1], *(shape[2 + i] + pads[i] + pads[n + i] for i in range(n))]
-    with torch.inference_mode():
-        packed = torch._C._nn.mkldnn_reorder_conv2d_weight(weight.contiguous().to_mkldnn(), padding, strides,
-                                                           dilations, groups, shape)
+    if any(d > PACK_MAX_DIM for d in shape):  # oneDNN's descriptors hold int32 dims: a declared 2^32 fails
+        return None
+    try:
+        with torch.inference_mode():
+            packed = torch._C._nn.mkldnn_reorder_conv2d_weight(weight.contiguous().to_mkldnn(), padding, strides,
+                                                               dilations, groups, shape)
+    except RuntimeError:  # a shape oneDNN cannot describe: the reference convolution says what is wrong
+        return None
     epilogue = list(attrs.get(EPILOGUE, []))
     adds, unary = "add" in epilogue, "relu" if "relu" in epilogue else "none"
     convolution = torch.ops.mkldnn._convolution_pointwise

@@ -297,6 +297,8 @@ class TritonLaunch:
 
     def __call__(self, vals: list, state: Any) -> None:
         tensors = [vals[s] for s in self.arg_slots]
+        if self.spec.template == "custom":  # a user's kernel indexes flat: it is promised contiguous tensors
+            tensors = [t.contiguous() for t in tensors]
         dims = self.domain(tensors)
         device = tensors[0].device if tensors else self.device
         results = []

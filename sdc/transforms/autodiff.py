@@ -54,13 +54,13 @@ class IRBuilder:
         self.scalars = scalars  # shared across the pass: one constant per (number, dtype)
         self.created = created if created is not None else []  # every op built, in order
 
-    def ops(self, name: str, *operands: ir.Value, **attrs: Any) -> list[ir.Value]:
+    def ops(self, name: str, /, *operands: ir.Value, **attrs: Any) -> list[ir.Value]:
         with ir.InsertionPoint(self.anchor), self.loc:
             op = create(name, list(operands), attrs)
         self.created.append(op)
         return list(op.results)
 
-    def op(self, name: str, *operands: ir.Value, **attrs: Any) -> ir.Value:
+    def op(self, name: str, /, *operands: ir.Value, **attrs: Any) -> ir.Value:
         return self.ops(name, *operands, **attrs)[0]
 
     def spec(self, value: ir.Value) -> TensorSpec:

@@ -494,7 +494,7 @@ def node_kind(name: str, family: str) -> str:
     if name in ("layout_cast",):
         return LAYOUT
     if family in ("elementwise unary", "elementwise binary", "elementwise ternary", "comparison", "logical") \
-            or name in ("cast", "batch_norm"):
+            or name in ("cast", "batch_norm", "random_uniform"):  # random_uniform: a pure function of the index
         return ELEMENTWISE
     if family == "reduction" or name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "global_avg_pool",
                                          "global_max_pool"):

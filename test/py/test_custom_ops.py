@@ -52,7 +52,15 @@ def _softsign_shape(x: TensorSpec, w: TensorSpec, *, scale: float, shift: int) -
     return TensorSpec(x.shape, x.dtype)
 
 
-@sdc.custom_op(TORCH_OP, shape=_softsign_shape, triton="# a kernel's source, stored for codegen")
+# A kernel of the contract, which this op's launch cannot use: x and w differ in shape (see the triton tests).
+SOFTSIGN_KERNEL = """
+@triton.jit
+def kernel(x_ptr, w_ptr, out_ptr, n, scale, shift, BLOCK: tl.constexpr):
+    pass
+"""
+
+
+@sdc.custom_op(TORCH_OP, shape=_softsign_shape, triton=SOFTSIGN_KERNEL)
 def softsign_reference(x, w, *, scale, shift):
     """sdc's own implementation of the op (torch)."""
     return x / (1 + x.abs()) * w * scale + shift
@@ -194,6 +202,7 @@ def test_registry_checks_what_it_is_given():
         sdc.custom_op("t::a", shape=lambda x: x, reference=lambda x: x, array_api="jax")
     op = custom_ops.lookup(TORCH_OP)
     assert op is softsign_reference and op.triton is not None and op.derivative is None
+    assert not custom_ops.is_registered(custom_ops.vjp_name(TORCH_OP))
     assert op.doc.startswith("sdc's own implementation")
 
 
@@ -248,3 +257,303 @@ def test_artifact_needs_the_registration_in_the_loading_process(tmp_path):
     assert registered.returncode == 0, registered.stderr
     r = np.maximum(x.astype(np.float64), 0)
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), r[:, :3] * 1.5 + np.tanh(r[:, 3:]), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- derivatives: training through a custom op
+
+GATED_OP = "sdctest::gated_softsign"
+
+
+def _gated_forward(x, w, scale):
+    return x / (1 + x.abs()) * w * scale
+
+
+def _gated_derivative(x, w, g, *, scale):
+    """The user's hand-written backward, shared by the torch autograd.Function and sdc."""
+    s = 1 + x.abs()
+    return g * w * scale / (s * s), (g * x / s * scale).sum(0)
+
+
+@torch.library.custom_op(GATED_OP, mutates_args=())
+def gated_softsign(x: torch.Tensor, w: torch.Tensor, scale: float) -> torch.Tensor:
+    return _gated_forward(x, w, scale)
+
+
+@gated_softsign.register_fake
+def _(x, w, scale):
+    return torch.empty_like(x)
+
+
+sdc.custom_op(GATED_OP, shape=lambda x, w, *, scale: x, reference=lambda x, w, *, scale: _gated_forward(x, w, scale),
+              derivative=_gated_derivative)
+
+
+class _GatedFunction(torch.autograd.Function):
+    """torch eager's version of the op: the same forward and backward, through autograd."""
+
+    @staticmethod
+    def forward(ctx, x, w, scale):
+        ctx.save_for_backward(x, w)
+        ctx.scale = scale
+        return _gated_forward(x, w, scale)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        gx, gw = _gated_derivative(x, w, g, scale=ctx.scale)
+        return gx, gw, None
+
+
+class GatedModel(torch.nn.Module):
+    def __init__(self, eager: bool = False):
+        super().__init__()
+        self.eager = eager
+        self.fc = torch.nn.Linear(6, 8)
+        self.w = torch.nn.Parameter(torch.rand(8) + 0.5)
+        self.out = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        g = _GatedFunction.apply(h, self.w, 1.5) if self.eager else torch.ops.sdctest.gated_softsign(h, self.w, 1.5)
+        return self.out(g)
+
+
+def test_training_through_a_custom_op_matches_torch_eager():
+    torch.manual_seed(int(RNG.integers(1 << 30)))
+    model = GatedModel()
+    reference = GatedModel(eager=True)
+    reference.load_state_dict(model.state_dict())
+    batches = [(torch.randn(5, 6), torch.randint(0, 3, (5,))) for _ in range(4)]
+    step = sdc.compile_train(model, batches[0], loss=torch.nn.functional.cross_entropy,
+                             optimizer=sdc.optim.SGD(lr=0.1, momentum=0.9))  # Adam would hide a scaled gradient
+    opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    for x, y in batches:
+        got = step(x, y)
+        opt.zero_grad()
+        want = torch.nn.functional.cross_entropy(reference(x), y)
+        want.backward()
+        opt.step()
+        assert abs(got - want.item()) <= 1e-5 * max(1.0, abs(want.item()))
+    trained = step.state_dict()
+    for name, value in reference.state_dict().items():
+        torch.testing.assert_close(torch.as_tensor(np.asarray(trained[name])), value, rtol=1e-4, atol=1e-6,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
+def _gradients(model: torch.nn.Module, x: torch.Tensor, target: torch.Tensor) -> dict[str, np.ndarray]:
+    """Every parameter's gradient of the model's summed squared error, through sdc-autodiff."""
+    from sdc.compiler import run_pipeline
+    from sdc.dialect.ir import entry_function, result_names
+    from sdc.interpreter import interpret
+
+    class Loss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, x, t):
+            return ((self.m(x) - t) ** 2).sum()
+
+    imported = import_torch(Loss(), (x, target))
+    run_pipeline(imported.module, ["sdc-autodiff", "sdc-verify"])
+    text = str(imported.module)
+    assert f'name = "{custom_ops.vjp_name(GATED_OP)}"' in text
+    got = interpret(imported.module, [x, target], imported.params)
+    with imported.module.context:
+        names = result_names(entry_function(imported.module))
+    return {n[len("grad.m."):]: np.asarray(g) for n, g in zip(names[1:], got[1:])}
+
+
+def test_custom_op_gradients_match_torch_autograd_in_float64():
+    """The derivative against torch.autograd of the plain forward formula (no user backward)."""
+    torch.manual_seed(int(RNG.integers(1 << 30)))
+    model = GatedModel().double()
+    x, target = torch.randn(4, 6, dtype=torch.float64), torch.randn(4, 3, dtype=torch.float64)
+    got = _gradients(model, x, target)
+
+    class Plain(torch.nn.Module):
+        def forward(self, x):
+            return model.out(_gated_forward(model.fc(x), model.w, 1.5))
+
+    loss = ((Plain()(x) - target) ** 2).sum()
+    names, params = zip(*model.named_parameters())
+    want = torch.autograd.grad(loss, params)
+    assert sorted(got) == sorted(names)
+    for name, w in zip(names, want):
+        np.testing.assert_allclose(got[name], w.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+SPLIT_GRAD_OP = "sdctest::split_scale_grad"
+
+
+def _split_scale_derivative(x, ga, gb, *, alpha, axis):
+    """numpy: d(a)/dx = alpha on the first half, d(tanh b)/dx = 1 - tanh^2 on the second."""
+    _, b = np.split(x, 2, axis=axis)
+    return [np.concatenate([ga * alpha, gb * (1 - np.tanh(b) ** 2)], axis=axis)]
+
+
+def test_numpy_derivative_of_a_two_result_op_matches_torch_autograd():
+    custom_ops.custom_op(SPLIT_GRAD_OP, shape=_split_scale_shape, reference=_split_scale_numpy, array_api="numpy",
+                         derivative=_split_scale_derivative)
+    try:
+        text = textwrap.dedent(f'''
+            func.func @main(%c: tensor<3x2xf64>) -> tensor<f64> {{
+              %x = "sdc.parameter"() {{name = "x"}} : () -> tensor<3x4xf64>
+              %a, %b = "sdc.custom"(%x) {{attributes = "{{\\"alpha\\":1.5,\\"axis\\":1}}", name = "{SPLIT_GRAD_OP}", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0>}} : (tensor<3x4xf64>) -> (tensor<3x2xf64>, tensor<3x2xf64>)
+              %m = "sdc.mul"(%b, %c) : (tensor<3x2xf64>, tensor<3x2xf64>) -> tensor<3x2xf64>
+              %s = "sdc.add"(%m, %a) : (tensor<3x2xf64>, tensor<3x2xf64>) -> tensor<3x2xf64>
+              %l = "sdc.reduce_sum"(%s) : (tensor<3x2xf64>) -> tensor<f64>
+              return %l : tensor<f64>
+            }}
+        ''')
+        from sdc.compiler import run_pipeline
+        from sdc.dialect.op_classes import new_context
+        from sdc.interpreter import interpret
+        from sdc.ir_text import parse_module
+
+        module = parse_module(text, ctx=new_context())
+        run_pipeline(module, ["sdc-autodiff", "sdc-verify"])
+        x, c = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 2, dtype=torch.float64)
+        loss, grad = interpret(module, [c], {"x": x})
+        leaf = x.clone().requires_grad_()
+        a, b = leaf.split(2, dim=1)
+        want = (torch.tanh(b) * c + a * 1.5).sum()
+        (g,) = torch.autograd.grad(want, [leaf])
+        np.testing.assert_allclose(np.asarray(loss), want.item(), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(grad), g.numpy(), rtol=1e-12, atol=1e-14)
+    finally:
+        custom_ops.unregister(SPLIT_GRAD_OP)
+    assert not custom_ops.is_registered(custom_ops.vjp_name(SPLIT_GRAD_OP))
+
+
+def test_training_through_a_custom_op_without_a_derivative_names_it():
+    with pytest.raises(SdcError) as e:
+        sdc.compile_train(SoftsignModel(), (torch.randn(3, 8), torch.randn(3, 8)), loss=torch.nn.functional.mse_loss,
+                          optimizer=sdc.optim.SGD(lr=0.1))
+    message = str(e.value)
+    assert "\n" not in message
+    assert f"'sdc.custom' is not differentiable: custom op '{TORCH_OP}' has no derivative" in message
+
+
+def test_a_derivative_giving_a_wrong_shape_is_an_error_naming_the_op():
+    name = "sdctest::bad_derivative"
+    custom_ops.custom_op(name, shape=lambda x: x, reference=lambda x: x * 2, derivative=lambda x, g: g.sum(0))
+    try:
+        backward = custom_ops.lookup(custom_ops.vjp_name(name))
+        meta = {custom_ops.VJP_META: [1, 1, [0], [0]]}
+        with pytest.raises(SdcError, match=f"the derivative of custom op '{name}' returned a gradient of shape "
+                                           r"\[3\] for input 0 of shape \[2, 3\]"):
+            backward.run([torch.randn(2, 3), torch.randn(2, 3)], meta)
+    finally:
+        custom_ops.unregister(name)
+
+
+# ---------------------------------------------------------------- the op's own Triton kernel (target cuda)
+
+TRITON_OP = "sdctest::gated_softsign_kernel"
+GATED_KERNEL = """
+@triton.jit
+def kernel(x_ptr, g_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    g = tl.load(g_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x / (1 + tl.abs(x)) * g * scale, mask=mask)
+"""
+REFERENCE_CALLS: list[int] = []
+
+
+@torch.library.custom_op(TRITON_OP, mutates_args=())
+def gated_softsign_kernel(x: torch.Tensor, g: torch.Tensor, scale: float) -> torch.Tensor:
+    return x / (1 + x.abs()) * g * scale
+
+
+@gated_softsign_kernel.register_fake
+def _(x, g, scale):
+    return torch.empty_like(x)
+
+
+def _counted_reference(x, g, *, scale):
+    REFERENCE_CALLS.append(1)
+    return x / (1 + x.abs()) * g * scale
+
+
+sdc.custom_op(TRITON_OP, shape=lambda x, g, *, scale: x, reference=_counted_reference, triton=GATED_KERNEL)
+
+
+class KernelModel(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.sdctest.gated_softsign_kernel(torch.relu(x) - 0.25, x * 2, 0.5) + 1
+
+
+def _launches(path: Path) -> list[dict]:
+    import json
+
+    plan = json.loads((path / "plan.json").read_text())
+    return [s["kernel"] for s in plan["ranks"][0]["steps"] if s["kind"] == "launch"]
+
+
+def test_triton_kernel_runs_on_target_cuda_under_the_interpreter(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    path = tmp_path / "k.sdc"
+    exe = sdc.compile(KernelModel(), (torch.randn(4, 8),), dynamic_shapes=({0: Dim("batch", max=4096)},),
+                      target="cuda", output=path)
+    (custom,) = [k for k in _launches(path) if k["ops"][0]["op"] == "custom"]
+    assert custom["backend"] == "triton" and custom["template"] == "custom"
+    assert "def kernel(x_ptr, g_ptr, out_ptr" in (path / custom["source"]).read_text()
+    REFERENCE_CALLS.clear()
+    for n in (1, 37, 300):  # 300 x 8 elements: three programs of BLOCK 1024, the last masked
+        x = RNG.standard_normal((n, 8)).astype(np.float32)
+        (got,) = exe(torch.from_numpy(x))
+        x64 = x.astype(np.float64)
+        h = np.maximum(x64, 0) - 0.25
+        want = h / (1 + np.abs(h)) * (2 * x64) * 0.5 + 1
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    assert REFERENCE_CALLS == []  # the kernel computed it, not the reference
+
+
+def test_a_kernel_whose_op_differs_in_shape_stays_a_reference_group(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    path = tmp_path / "s.sdc"
+    model = SoftsignModel().eval()
+    exe = sdc.compile(model, (torch.randn(3, 8),), target="cuda", output=path)
+    (custom,) = [k for k in _launches(path) if k["ops"][0]["op"] == "custom"]
+    assert custom["backend"] == "reference"
+    assert "inputs and results differ in shape ([3, 8], [8]); the kernel contract is one shape" in \
+        custom["why_reference"]
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(exe(x)[0], model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_triton_sources_outside_the_contract_are_errors(tmp_path, monkeypatch):
+    with pytest.raises(SdcError, match="its triton source must define a top-level @triton.jit function 'kernel"):
+        sdc.custom_op("sdctest::no_kernel", shape=lambda x: x, reference=lambda x: x, triton="x = 1\n")
+    with pytest.raises(SdcError, match="its triton source does not parse: line 1"):
+        sdc.custom_op("sdctest::no_kernel", shape=lambda x: x, reference=lambda x: x, triton="def kernel(:\n")
+    assert not custom_ops.is_registered("sdctest::no_kernel")
+
+    name = "sdctest::wrong_signature"
+    custom_ops.custom_op(name, shape=lambda x, *, scale: x, reference=lambda x, *, scale: x * scale,
+                         triton=GATED_KERNEL)
+
+    @torch.library.custom_op(name, mutates_args=())
+    def wrong(x: torch.Tensor, scale: float) -> torch.Tensor:
+        return x * scale
+
+    wrong.register_fake(lambda x, scale: torch.empty_like(x))
+
+    class Wrong(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.sdctest.wrong_signature(x, 2.0)
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    try:
+        with pytest.raises(SdcError) as e:
+            sdc.compile(Wrong(), (torch.randn(3, 4),), target="cuda", output=tmp_path / "w.sdc")
+    finally:
+        custom_ops.unregister(name)
+    message = str(e.value)
+    assert "\n" not in message
+    assert (f"custom op '{name}': its triton kernel takes (x_ptr, g_ptr, out_ptr, n, scale, BLOCK); for this op "
+            "with 1 inputs and 1 results the contract is (<2 pointers>, n, scale, BLOCK)") in message

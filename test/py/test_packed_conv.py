@@ -60,6 +60,10 @@ def test_falls_back_where_it_does_not_apply():
     a2 = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
     assert packed_conv(CONV, a2, torch.randn(4, 2, 3, 3, dtype=torch.float64), (1, 2, 8, 8)) is None
     assert packed_conv(CONV, a2, torch.randn(4, 2, 3, 3), (1, None, 8, 8)) is None  # symbolic channels
+    # a declared dim oneDNN cannot describe (fuzzer: onnx-struct:43:31986, batch 3e9): not packed, no crash
+    for huge in (3_000_000_000, 2**32, 2**40):
+        assert packed_conv(CONV, a2, torch.randn(4, 2, 3, 3), (huge, 2, 8, 8)) is None
+        assert packed_conv(CONV, a2, torch.randn(4, 2, 3, 3), (1, 2, 8, huge)) is None
     assert reference_kernel("conv", CONV, constants=(None, None), attrs=a2, input_shape=(1, 2, 8, 8)) is CONV
     # a float64 input at run time on a packed kernel: the reference convolution, same values
     kernel = packed_conv(CONV, a2, torch.randn(4, 2, 3, 3), (1, 2, 8, 8))

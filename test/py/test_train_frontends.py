@@ -232,3 +232,72 @@ def test_cli_training_errors(tmp_path, capsys):
     assert main(["train", str(tmp_path / "nothing")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: checkpoint ") and err.count("\n") == 1
+
+
+def _compiled_options(out) -> dict:
+    """The compile options a training checkpoint's program was built with (its manifest's)."""
+    import json
+
+    return json.loads((out / "program.sdc" / "manifest.json").read_text())["compile_options"]
+
+
+def onnx_silu_mlp(layers: int = 4, width: int = 64) -> onnx.ModelProto:
+    """Gemm -> x * sigmoid(x), `layers` deep: each layer keeps two activations for the backward (the
+    Gemm's input and the sigmoid), so a memory budget has something to recompute."""
+    rng = np.random.default_rng()
+    weights, nodes, h = [], [], "x"
+    for i in range(layers):
+        fan_in = 4 if i == 0 else width
+        weights += [numpy_helper.from_array(normal(rng, width, fan_in) / np.float32(fan_in ** 0.5), f"w{i}"),
+                    numpy_helper.from_array(normal(rng, width) * np.float32(0.1), f"b{i}")]
+        nodes += [helper.make_node("Gemm", [h, f"w{i}", f"b{i}"], [f"g{i}"], transB=1, name=f"fc{i}"),
+                  helper.make_node("Sigmoid", [f"g{i}"], [f"s{i}"], name=f"sigmoid{i}"),
+                  helper.make_node("Mul", [f"g{i}", f"s{i}"], [f"h{i}"], name=f"silu{i}")]
+        h = f"h{i}"
+    weights += [numpy_helper.from_array(normal(rng, 3, width) / np.float32(width ** 0.5), "w_out")]
+    nodes.append(helper.make_node("Gemm", [h, "w_out"], ["y"], transB=1, name="out"))
+    graph = helper.make_graph(nodes, "silu_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_cli_memory_budget_and_precision_reach_the_step(tmp_path, capsys):
+    """--memory-budget and --precision are compile_train's memory_budget= and precision=: the checkpoint's
+    program records them, and the budget bounds the planned peak the command prints."""
+    path = tmp_path / "mlp.onnx"
+    onnx.save(onnx_silu_mlp(), str(path))
+    free, fitted, half = tmp_path / "free.sdc", tmp_path / "fitted.sdc", tmp_path / "half.sdc"
+    assert main(["compile", str(path), "--train", "--loss", "mse", "--input-shape", "x=256,4", "-o", str(free)]) == 0
+    free_peak = int(capsys.readouterr().out.split("planned peak ")[1].split()[0])
+    budget = free_peak * 7 // 8  # the recomputation of this model reaches about 3/4 of the free peak
+    assert main(["compile", str(path), "--train", "--loss", "mse", "--input-shape", "x=256,4",
+                 "--memory-budget", str(budget), "-o", str(fitted)]) == 0
+    peak = int(capsys.readouterr().out.split("planned peak ")[1].split()[0])
+    assert peak <= budget < free_peak
+    assert _compiled_options(fitted)["memory_budget"] == budget and _compiled_options(free)["memory_budget"] is None
+    assert main(["compile", str(path), "--train", "--loss", "mse", "--input-shape", "x=256,4", "--precision", "fp16",
+                 "--memory-budget", "1M", "-o", str(half)]) == 0
+    assert "precision f16" in capsys.readouterr().out
+    assert _compiled_options(half)["precision"] == "f16" and _compiled_options(half)["memory_budget"] == 1 << 20
+    x, y = normal(np.random.default_rng(), 256, 4), normal(np.random.default_rng(), 256, 3)
+    step = sdc.load_train(half)
+    assert np.isfinite(step(x, y)) and step.info()["loss_scale"] is not None  # f16 trains with loss scaling
+
+
+def test_cli_memory_budget_and_precision_errors(tmp_path, capsys):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(onnx_mlp(TorchMLP()), str(path))
+    train = ["compile", str(path), "--train", "--loss", "mse", "--input-shape", "x=6,4", "-o", str(tmp_path / "s")]
+    assert main(["compile", str(path), "--memory-budget", "1M"]) == 2
+    assert "error: --memory-budget needs --train" in capsys.readouterr().err
+    assert main([*train, "--memory-budget", "lots"]) == 2
+    assert "error: --memory-budget expects a number of bytes (an integer, or with K, M or G), found 'lots'" in \
+        capsys.readouterr().err
+    for argv, message in (
+            (["--memory-budget", "0"], "error: memory_budget must be a positive number of bytes, found 0\n"),
+            (["--memory-budget", "100"], "error: sdc-recompute: memory budget 100 B (100 bytes) is below what "
+                                         "recomputation reaches: the lowest planned peak is "),
+            (["--precision", "int4"], "error: unknown precision 'int4' (precisions: ")):
+        assert main([*train, *argv]) == 1, argv
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err

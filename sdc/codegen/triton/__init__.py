@@ -41,6 +41,10 @@ def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequ
     """The Triton kernel of one kernel group; LoweringError when no template fits it.
 
     `precision`: the compile options' precision; it decides whether f32 matmuls may use tf32."""
+    if len(ops) == 1 and ops[0]["op"] == "custom":  # the user's own kernel, when it has one
+        from sdc.codegen.triton.custom import generate_custom_kernel
+
+        return GeneratedKernel(*generate_custom_kernel(ops[0], inputs, outputs, values, entry))
     renderer = renderer or TritonRenderer()
     program = lower_group(ops, inputs, outputs, values, renderer.elementwise_ops(), weight,
                           DOT_INPUT_PRECISION[precision])

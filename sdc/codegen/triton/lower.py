@@ -277,13 +277,15 @@ class _Lowering:
     def _const(self, value: Any, dtype: str) -> int:
         return self._node("const", (), dtype, row=False, value=value)
 
-    def _operand(self, vid: str) -> int:
+    def _operand(self, vid: str, fold: bool = True) -> int:
+        """The node of a value the op reads; a one-element weight becomes a constant unless `fold` is off
+        (operands the renderer needs as tensors: random_uniform's seed and offset)."""
         if vid in self.env:
             return self.env[vid]
         if vid not in self.inputs:
             raise LoweringError(f"value '{vid}' is read before the group computes it")
         v = self.values[vid]
-        scalar = _scalar(self.weight(vid))
+        scalar = _scalar(self.weight(vid)) if fold else None
         if scalar is not None:
             self.env[vid] = self._const(scalar, v["dtype"])
             return self.env[vid]
@@ -297,7 +299,7 @@ class _Lowering:
         if name == "layout_cast":  # the same values; the result's layout is where they are stored
             self.env[out] = self._operand(e["inputs"][0])
             return
-        args = [self._operand(v) for v in e["inputs"]]
+        args = [self._operand(v, fold=name != "random_uniform") for v in e["inputs"]]
         lower = getattr(self, f"_lower_{name}", None)
         if lower is not None:
             self.env[out] = lower(e, args, dtype)
@@ -305,6 +307,20 @@ class _Lowering:
             self.env[out] = self._node("pow", args[:1], dtype, attrs={"exponent": self.nodes[args[1]].value})
         else:
             self.env[out] = self._node(name, args, dtype, attrs=dict(e["attrs"]))
+
+    def _lower_random_uniform(self, e, args, dtype) -> int:
+        """Element i draws counter offset + i, i its row-major index: in the elementwise template, when the
+        value spans the whole domain, that is the domain's flat index (the renderer's `idx`)."""
+        out = e["outputs"][0]
+        if self.template != ELEMENTWISE:
+            raise LoweringError(f"'sdc.random_uniform' in a {self.template} kernel (it draws by the flat index of "
+                                "the elementwise template)")
+        if self.maps[out] != self.identity:
+            raise LoweringError("'sdc.random_uniform' broadcast over the kernel's domain (its flat index is not "
+                                "the domain's)")
+        if any(self.nodes[a].op == "const" for a in args):
+            raise LoweringError("'sdc.random_uniform' of a constant seed or offset folded by another reader")
+        return self._node("random_uniform", args, dtype, attrs=dict(e["attrs"]))
 
     def _lower_cast(self, e, args, dtype) -> int:
         return self._node("cast", args, dtype, attrs={"from": self.nodes[args[0]].dtype})

@@ -55,6 +55,40 @@ def _min(a, b):
 def _softplus(x):
     return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
 ''',
+    # Philox-4x32-10 step for step as `tl.rand(seed, counter)` computes it (triton/language/random.py), so
+    # bit-equal to it and to sdc.random_uniform's reference, but from builtins only: tl.rand is a function of
+    # triton's standard library, which the interpreter runs only when TRITON_INTERPRET=1 was set before
+    # triton was first imported (see TritonRenderer._reduce).
+    "_philox_uniform": '''@triton.jit
+def _philox_uniform(seed, counter):
+    key = seed.to(tl.uint64)
+    k0 = (key & 0xFFFFFFFF).to(tl.uint32)
+    k1 = ((key >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    c0 = counter.to(tl.uint32)
+    c1 = (counter >> 32).to(tl.uint32)
+    c2 = c0 * 0
+    c3 = c0 * 0
+    for _ in tl.static_range(10):
+        p0 = c0
+        p2 = c2
+        c0 = tl.umulhi(0xCD9E8D57, p2) ^ c1 ^ k0
+        c2 = tl.umulhi(0xD2511F53, p0) ^ c3 ^ k1
+        c1 = 0xCD9E8D57 * p2
+        c3 = 0xD2511F53 * p0
+        k0 = k0 + 0x9E3779B9
+        k1 = k1 + 0xBB67AE85
+    x = c0.to(tl.int32, bitcast=True)
+    x = tl.where(x < 0, -x - 1, x)
+    return x.to(tl.float32) * 4.6566127342e-10
+''',
+    # a finite f32 rounded to the nearest bf16 (ties to even), kept in f32, by integer arithmetic: exact
+    # everywhere, where the interpreter of triton 3.9 truncates in its f32 -> bf16 cast
+    "_round_bf16": '''@triton.jit
+def _round_bf16(x):
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
+''',
 }
 
 
@@ -145,10 +179,12 @@ class TritonRenderer:
     binary_ops = frozenset({"add", "sub", "mul", "div", "pow", "max", "min", "bitwise_and", "bitwise_or",
                             "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor"})
     ternary_ops = frozenset({"where"})
+    # ops computed from the element's flat index (elementwise template only: lower.py checks)
+    index_ops = frozenset({"random_uniform"})
 
     @classmethod
     def elementwise_ops(cls) -> frozenset[str]:
-        return cls.unary_ops | cls.binary_ops | cls.ternary_ops
+        return cls.unary_ops | cls.binary_ops | cls.ternary_ops | cls.index_ops
 
     def __init__(self) -> None:
         self.helpers: set[str] = set()
@@ -541,6 +577,10 @@ class TritonRenderer:
         to, src = n.dtype, n.attrs["from"]
         if to == "i1":
             return f"({x} != 0)"
+        if to in ("f16", "bf16") and src == "i1":
+            # 0 and 1 are exact in 16 bits: no rounding step. (The interpreter of triton 3.9 also cannot cast a
+            # bool block to a 16-bit float: it reads the bools' bytes as 32-bit words.)
+            return f"{x}.to(tl.float32)"
         if to in ("f16", "bf16"):
             return f"{x}.to({_STORAGE[to]}).to(tl.float32)"
         if _REGISTER[to] == _REGISTER.get(src):
@@ -680,6 +720,19 @@ class TritonRenderer:
 
     def op_where(self, n, c, x, y):
         return f"tl.where({c}, {x}, {y})"
+
+    def op_random_uniform(self, n, seed, offset):
+        """Philox of (seed, offset + i) for the flat index `idx` of the elementwise template (lower.py
+        admits the op only where the value's flat index is the domain's), rounded to the result type
+        as the reference casts its f32 draws."""
+        self.helpers.add("_philox_uniform")
+        u = f"_philox_uniform({seed}.to(tl.int64), {offset}.to(tl.int64) + idx)"
+        if n.dtype == "bf16":  # rounded as the reference's cast rounds (a draw near 1 may become 1.0 there too)
+            self.helpers.add("_round_bf16")
+            return f"_round_bf16({u})"
+        if n.dtype == "f16":
+            return f"{u}.to(tl.float16).to(tl.float32)"
+        return u if n.dtype == "f32" else f"{u}.to({_REGISTER[n.dtype]})"
 
 
 INFIX = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "and": "&", "or": "|", "xor": "^",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sdc import custom_ops
+from sdc import custom_ops, dtypes
 from sdc.diagnostics import SdcError
+from sdc.dialect.derivatives import RuleError
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import ShapeContext, ShapeError, TensorSpec
 from sdc.lazy import lazy_import
@@ -49,20 +50,51 @@ def _custom_ref(env, a, *inputs):
     return op.run(inputs, custom_ops.decode_attributes(a["attributes"]))
 
 
+def _custom_vjp(b, ins, outs, attrs, cts):
+    """The backward of a custom op: one `sdc.custom` of its `<name>.vjp` (registered with the
+    derivative) on the inputs and the results' cotangents, giving the float inputs' gradients."""
+    name = attrs["name"]
+    if not custom_ops.is_registered(name):
+        raise RuleError(custom_ops.not_registered_message([name]))
+    if custom_ops.lookup(name).derivative is None:
+        raise RuleError(f"custom op '{name}' has no derivative (register it with "
+                        "sdc.custom_op(..., derivative=...))")
+    wanted = [i for i, v in enumerate(ins) if dtypes.is_float(b.spec(v).dtype)]
+    if not wanted:
+        return [None] * len(ins)
+    with_ct = [j for j, g in enumerate(cts) if g is not None]
+    operands = list(ins) + [cts[j] for j in with_ct]
+    if len(operands) > MAX_INPUTS or len(wanted) > MAX_RESULTS:
+        raise RuleError(f"the backward of custom op '{name}' takes {len(operands)} tensors and gives {len(wanted)} "
+                        f"gradients; sdc.custom takes at most {MAX_INPUTS} and gives at most {MAX_RESULTS}")
+    user = custom_ops.decode_attributes(attrs["attributes"])
+    if custom_ops.VJP_META in user:
+        raise RuleError(f"custom op '{name}' has an attribute '{custom_ops.VJP_META}', a name sdc reserves for "
+                        "its backward")
+    user[custom_ops.VJP_META] = [len(ins), len(outs), with_ct, wanted]
+    grads = b.ops(CUSTOM, *operands, name=custom_ops.vjp_name(name),
+                  attributes=custom_ops.encode_attributes(name, user))
+    out: list = [None] * len(ins)
+    for i, g in zip(wanted, grads):
+        out[i] = g
+    return out
+
+
 register(OpDef(
     name=CUSTOM, family="custom",
     summary="a user-registered op (sdc.custom_op)",
     doc=("Runs the op registered under `name` with `sdc.custom_op` (see docs/custom-ops.md): its shape rule "
          "gives the result types and its reference computes the values, both looked up by name in the running "
          "process, which must have made the registration. `attributes` holds the op's attributes as a JSON "
-         "object; the reference and the shape rule receive them as keyword arguments."),
+         "object; the reference and the shape rule receive them as keyword arguments. A gradient flows through "
+         "it when the op was registered with a derivative: sdc-autodiff emits an `sdc.custom` of `<name>.vjp`."),
     operands=("input",), variadic_operand=True, results=("result",), variadic_results=True,
     operand_slots=MAX_INPUTS, result_slots=MAX_RESULTS,
     attrs={
         "name": attr("str", doc="the registered name, `namespace::op`"),
         "attributes": attr("str", default="{}", doc="the op's attributes, a JSON object"),
     },
-    shape=_custom_rule, ref=_custom_ref,
+    shape=_custom_rule, ref=_custom_ref, vjp=_custom_vjp,
     example=('%2 = "sdc.custom"(%0, %1) {attributes = "{\\"scale\\":0.5}", name = "example::scaled_tanh", '
              "operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} "
              ": (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>"),

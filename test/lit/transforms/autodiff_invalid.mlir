@@ -52,3 +52,14 @@ func.func @scatter_mul(%idx: tensor<2x3xi64>) -> tensor<f32> {
   %1 = "sdc.reduce_sum"(%0) : (tensor<4x3xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// A custom op registered without a derivative (sdc's own example op) is not differentiable.
+func.func @custom_without_derivative(%x: tensor<2x8xf32>) -> tensor<f32> {
+  %w = "sdc.parameter"() {name = "w"} : () -> tensor<8xf32>
+  // expected-error @+1 {{'sdc.custom' is not differentiable: custom op 'example::scaled_tanh' has no derivative (register it with sdc.custom_op(..., derivative=...))}}
+  %0 = "sdc.custom"(%x, %w) {attributes = "{\"scale\":0.5}", name = "example::scaled_tanh", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %1 = "sdc.reduce_sum"(%0) : (tensor<2x8xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
