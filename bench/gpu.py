@@ -129,6 +129,20 @@ def mlp_ir(batch: int, width: int, layers: int) -> str:
     return f"func.func @main({', '.join(args)}) -> {t} {{\n" + "\n".join(body) + f"\n  return {act} : {t}\n}}"
 
 
+def mlp_inputs(batch: int, width: int, layers: int) -> list[torch.Tensor]:
+    """The MLP's input and weights on cuda, scaled so activations stay of order one through the layers."""
+    bf16, scale = torch.bfloat16, width ** -0.5
+    return [torch.randn(batch, width, device="cuda", dtype=bf16)] + [
+        t for _ in range(layers) for t in (torch.randn(width, width, device="cuda", dtype=bf16) * scale,
+                                           torch.randn(width, device="cuda", dtype=bf16) * 0.1)]
+
+
+def mlp_reference(x: torch.Tensor, *wb: torch.Tensor) -> torch.Tensor:
+    for w, b in zip(wb[0::2], wb[1::2]):
+        x = torch.nn.functional.gelu(x @ w + b, approximate="tanh")
+    return x
+
+
 def workloads(quick: bool) -> list[Workload]:
     n = (1 << 20) if quick else 64 * (1 << 20)
     rows, cols = (1024, 4096) if quick else (32768, 4096)
@@ -142,19 +156,8 @@ def workloads(quick: bool) -> list[Workload]:
     batch, width, layers = (256, 512, 2) if quick else (8192, 4096, 8)
     mlp = mlp_ir(batch, width, layers)
 
-    def mlp_inputs():
-        scale = width ** -0.5
-        return [torch.randn(batch, width, device="cuda", dtype=bf16)] + [
-            t for _ in range(layers) for t in (torch.randn(width, width, device="cuda", dtype=bf16) * scale,
-                                               torch.randn(width, device="cuda", dtype=bf16) * 0.1)]
-
-    def mlp_reference(x, *wb):
-        for w, b in zip(wb[0::2], wb[1::2]):
-            x = F.gelu(x @ w + b, approximate="tanh")
-        return x
-
     return [
-        Workload(f"MLP {layers}x{width} batch {batch}", mlp, mlp_inputs, mlp_reference,
+        Workload(f"MLP {layers}x{width} batch {batch}", mlp, lambda: mlp_inputs(batch, width, layers), mlp_reference,
                  2 * batch * width * width * layers, "TFLOP/s", 3e-2),
         Workload("elementwise gelu(x*w+b)*0.5", ew, randn((n,), (n,), (n,)),
                  lambda x, w, b: F.gelu(x * w + b) * 0.5, 4 * n * 2, "TB/s", 2e-2),

@@ -37,7 +37,7 @@ import sdc.runtime  # noqa: E402
 from sdc.codegen.triton.renderer import TritonRenderer  # noqa: E402
 from sdc.runtime import triton_launcher  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench"))
-from gpu import elementwise_ir, layernorm_ir, mlp_ir, softmax_ir  # noqa: E402
+from gpu import elementwise_ir, layernorm_ir, mlp_inputs, mlp_ir, mlp_reference, softmax_ir  # noqa: E402
 
 BF16 = torch.bfloat16
 F = torch.nn.functional
@@ -211,16 +211,7 @@ def row_workloads(tmp: Path, quick: bool) -> list[dict]:
 def mlp(tmp: Path, quick: bool) -> dict:
     batch, width, layers = (256, 512, 2) if quick else (8192, 4096, 8)
     ir = mlp_ir(batch, width, layers)
-    scale = width ** -0.5
-    inputs = [torch.randn(batch, width, device="cuda", dtype=BF16)] + [
-        v for _ in range(layers) for v in (torch.randn(width, width, device="cuda", dtype=BF16) * scale,
-                                           torch.randn(width, device="cuda", dtype=BF16) * 0.1)]
-
-    def fn(x, *wb):
-        for w, bias in zip(wb[0::2], wb[1::2]):
-            x = F.gelu(x @ w + bias, approximate="tanh")
-        return x
-
+    inputs, fn = mlp_inputs(batch, width, layers), mlp_reference
     want = fn(*[v.double() for v in inputs])
     flops = 2 * batch * width * width * layers
     row = {"work": f"MLP {layers}x{width} batch {batch} bf16", "peers": measure_peers(fn, inputs, flops, quick),
