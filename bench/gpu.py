@@ -59,7 +59,9 @@ class Workload:
     tolerance: float  # on the relative L2 error
 
 
-def _median_ms(fn: Callable[[], object], warmup: int, reps: int) -> float:
+def median_ms(fn: Callable[[], object], warmup: int, reps: int, calls: int = 1) -> float:
+    """Median over `reps` of the CUDA-event time of `calls` back-to-back calls of `fn`, per call,
+    after `warmup` calls."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -67,10 +69,11 @@ def _median_ms(fn: Callable[[], object], warmup: int, reps: int) -> float:
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(calls):
+            fn()
         end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append(start.elapsed_time(end) / calls)
     times.sort()
     return times[len(times) // 2]
 
@@ -189,9 +192,9 @@ def run(work: Workload, tmp: Path, warmup: int, reps: int) -> dict:
         "rel_error": error,
         "ok": error <= work.tolerance,
         "backends": backends,
-        "sdc_ms": _median_ms(lambda: exe(*inputs), warmup, reps),
-        "eager_ms": _median_ms(lambda: work.reference(*inputs), warmup, reps),
-        "compile_ms": _median_ms(lambda: compiled(*inputs), warmup, reps),
+        "sdc_ms": median_ms(lambda: exe(*inputs), warmup, reps),
+        "eager_ms": median_ms(lambda: work.reference(*inputs), warmup, reps),
+        "compile_ms": median_ms(lambda: compiled(*inputs), warmup, reps),
     }
     for key in ("sdc", "eager", "compile"):
         row[f"{key}_rate"] = work.amount / (row[f"{key}_ms"] * 1e-3) / 1e12
@@ -316,14 +319,14 @@ def run_model(work: ModelWorkload, tmp: Path, warmup: int, reps: int, max_autotu
     row = {"work": work.name, "compile_s": round(compile_s, 2), "first_call_s": round(first_call_s, 2),
            "rel_error": error, "ok": error <= work.tolerance, "goal": work.goal,
            "backends": backend_lines(plan["ranks"][0], "cuda")}
-    row["sdc_ms"] = _median_ms(lambda: exe(*inputs), warmup, reps)
+    row["sdc_ms"] = median_ms(lambda: exe(*inputs), warmup, reps)
 
     peer = copy.deepcopy(module).cuda().to(work.peer_dtype)
     if work.channels_last:
         peer = peer.to(memory_format=torch.channels_last)
     peer_in = _peer_inputs(args, work)
     with torch.no_grad():
-        row["eager_ms"] = _median_ms(lambda: peer(*peer_in), warmup, reps)
+        row["eager_ms"] = median_ms(lambda: peer(*peer_in), warmup, reps)
         modes = [("compile", None)] + ([("autotune", "max-autotune")] if max_autotune else [])
         for key, mode in modes:
             torch._dynamo.reset()
@@ -332,7 +335,7 @@ def run_model(work: ModelWorkload, tmp: Path, warmup: int, reps: int, max_autotu
             compiled(*peer_in)
             torch.cuda.synchronize()
             row[f"{key}_compile_s"] = round(time.perf_counter() - started, 1)
-            row[f"{key}_ms"] = _median_ms(lambda: compiled(*peer_in), warmup, reps)
+            row[f"{key}_ms"] = median_ms(lambda: compiled(*peer_in), warmup, reps)
     row["unit"] = "ms"
     return row
 
@@ -386,7 +389,7 @@ def host_overhead(calls: int = 200, batch: int = 1, seq: int = 16) -> dict:
                 g = exe._executor.graphs
                 out["graph"] = ({"captures": g.captures, "replays": g.replays, "skipped": g.skipped} if g is not None
                                 else {"skipped": exe._executor.graph_reason})
-                out["gpu_ms"] = _median_ms(lambda: exe(ids, mask), warmup=3, reps=20)
+                out["gpu_ms"] = median_ms(lambda: exe(ids, mask), warmup=3, reps=20)
     return out
 
 

@@ -37,31 +37,14 @@ import sdc.runtime  # noqa: E402
 from sdc.codegen.triton.renderer import TritonRenderer  # noqa: E402
 from sdc.runtime import triton_launcher  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench"))
-from gpu import elementwise_ir, layernorm_ir, mlp_inputs, mlp_ir, mlp_reference, softmax_ir  # noqa: E402
+from gpu import elementwise_ir, layernorm_ir, median_ms, mlp_inputs, mlp_ir, mlp_reference, softmax_ir  # noqa: E402
 
 BF16 = torch.bfloat16
 F = torch.nn.functional
 
 
-def events_ms(fn: Callable[[], object], calls: int, reps: int) -> float:
-    """Median over `reps` of the CUDA-event time of `calls` back-to-back calls, per call."""
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    times.sort()
-    return times[len(times) // 2]
-
-
 def timings(fn: Callable[[], object], quick: bool) -> dict:
-    return {"call_ms": events_ms(fn, 1, 10 if quick else 30), "gpu_ms": events_ms(fn, 20, 3 if quick else 5)}
+    return {"call_ms": median_ms(fn, 1, 10 if quick else 30), "gpu_ms": median_ms(fn, 1, 3 if quick else 5, calls=20)}
 
 
 def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -117,7 +100,7 @@ def kernel_ms(exe, inputs, quick: bool) -> float:
     fresh(*inputs)
     total = 0.0
     for step, vals, state in recorded:
-        total += events_ms(lambda: step(vals, state), 20, 3 if quick else 5)
+        total += median_ms(lambda: step(vals, state), 1, 3 if quick else 5, calls=20)
     return total
 
 
