@@ -16,9 +16,11 @@ ResNet-18 b1 and b64 at torch's default fp32, which runs cuDNN convolutions in T
 module through sdc's torch frontend from its f32 weights at the row's precision, check it against the
 module in float64, and time it against the module cast to the peers' dtype (channels-last for the
 convolution nets) in eager and torch.compile (`--max-autotune` adds mode="max-autotune", minutes of
-tuning). sdc's compile time is `sdc.compile` (frontend, passes, codegen, writing and loading the
-artifact), plus the first call, where Triton compiles the generated kernels; torch.compile's is its
-first call. Both are cold: the on-disk caches (Triton, Inductor, sdc's autotuning) start empty unless
+tuning). sdc's compile time is reported in three parts: `sdc.compile` up to writing the artifact
+(frontend, passes, codegen, writing), loading it (weights to the GPU; the generated Triton kernels
+compile there, in parallel: `kernels_prewarmed` counts them), and the first call (cuDNN's first
+calls, and any kernel the prewarm did not predict); torch.compile's is its first call. Both are
+cold: the on-disk caches (Triton, Inductor, sdc's autotuning) start empty unless
 `--warm-caches`. Each row also lists which kernel groups are generated and which run in cuDNN/cuBLAS
 (what `sdc inspect` prints).
 
@@ -294,18 +296,21 @@ def _peer_inputs(args: tuple[torch.Tensor, ...], work: ModelWorkload) -> list[to
 
 
 def run_model(work: ModelWorkload, tmp: Path, warmup: int, reps: int, max_autotune: bool) -> dict:
-    """Compile (timed: the frontend, the passes, codegen, writing and loading the artifact, then the
-    first call, where Triton compiles the kernels), check against the f64 module, time sdc and the
+    """Compile (timed apart: the frontend, passes, codegen and writing; loading the artifact, where
+    the Triton kernels compile; the first call), check against the f64 module, time sdc and the
     peers. The peers' compile time is torch.compile's first call."""
     import copy
 
     from sdc.cli.backend_report import backend_lines
 
     module, args = work.build()
+    stages: dict[str, float] = {}  # when each of sdc.compile's stages began (its progress lines)
     started = time.perf_counter()
     exe = sdc.compile(module, args, target="cuda", precision=work.precision,
-                      output=tmp / (work.name.split()[0] + ".sdc"), device="cuda")
+                      output=tmp / (work.name.split()[0] + ".sdc"), device="cuda",
+                      progress=lambda line: stages.setdefault(line.split()[0], time.perf_counter()))
     compile_s = time.perf_counter() - started
+    load_s = compile_s - (stages.get("loading", started + compile_s) - started)  # weights up, kernels compiled
     inputs = [t.cuda() for t in args]
     started = time.perf_counter()
     (got,) = exe(*inputs)
@@ -316,7 +321,8 @@ def run_model(work: ModelWorkload, tmp: Path, warmup: int, reps: int, max_autotu
     error = _relative_error(got, want)
     del want
     plan = json.loads((Path(exe.path) / "plan.json").read_text())
-    row = {"work": work.name, "compile_s": round(compile_s, 2), "first_call_s": round(first_call_s, 2),
+    row = {"work": work.name, "compile_s": round(compile_s - load_s, 2), "load_s": round(load_s, 2),
+           "first_call_s": round(first_call_s, 2), "kernels_prewarmed": exe.kernels_prewarmed,
            "rel_error": error, "ok": error <= work.tolerance, "goal": work.goal,
            "backends": backend_lines(plan["ranks"][0], "cuda")}
     row["sdc_ms"] = median_ms(lambda: exe(*inputs), warmup, reps)
@@ -460,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     if models:
         auto = args.max_autotune
         print("\n| model | sdc ms | eager ms | torch.compile ms |" + (" max-autotune ms |" if auto else "")
-              + " sdc/compile time | sdc compile s (+ first call s) | torch.compile s | rel err | goal |")
+              + " sdc/compile time | sdc compile s (+ load + first call s) | torch.compile s | rel err"
+              + " | goal |")
         print("|---|---|---|---|" + ("---|" if auto else "") + "---|---|---|---|---|")
         for r in models:
             if "failed" in r:
@@ -468,7 +475,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"| {r['work']} | {r['sdc_ms']:.3f} | {r['eager_ms']:.3f} | {r['compile_ms']:.3f} | "
                   + (f"{r['autotune_ms']:.3f} | " if auto else "")
-                  + f"{r['sdc_ms'] / r['compile_ms']:.2f}x | {r['compile_s']:.1f} (+ {r['first_call_s']:.1f}) | "
+                  + f"{r['sdc_ms'] / r['compile_ms']:.2f}x | {r['compile_s']:.1f} (+ {r['load_s']:.1f} + "
+                    f"{r['first_call_s']:.1f}) | "
                     f"{r['compile_compile_s']:.1f} | {r['rel_error']:.1e}{'' if r['ok'] else ' FAIL'} | {r['goal']} |")
         for r in models:
             if "backends" in r:

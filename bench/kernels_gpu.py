@@ -37,6 +37,7 @@ import sdc.runtime  # noqa: E402
 from sdc.codegen.triton.renderer import TritonRenderer  # noqa: E402
 from sdc.runtime import triton_launcher  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench"))
+from sdc.runtime.executor import _straight_line  # noqa: E402
 from gpu import elementwise_ir, layernorm_ir, median_ms, mlp_inputs, mlp_ir, mlp_reference, softmax_ir  # noqa: E402
 
 BF16 = torch.bfloat16
@@ -97,7 +98,11 @@ def kernel_ms(exe, inputs, quick: bool) -> float:
                 recorded.append((step, list(vals), state))  # its operands, before later steps free them
                 step(vals, state)
             program[i] = spy
+    # an unprofiled call runs the straight-line form of `program`: rebuild it with the spies in place
+    fresh._executor.fast_program = _straight_line(program, fresh._executor.comm)
     fresh(*inputs)
+    if not recorded:
+        raise RuntimeError("no generated kernel ran in the recorded call")
     total = 0.0
     for step, vals, state in recorded:
         total += median_ms(lambda: step(vals, state), 1, 3 if quick else 5, calls=20)
@@ -226,12 +231,119 @@ def mlp(tmp: Path, quick: bool) -> dict:
     return row
 
 
+class ConvBlock(torch.nn.Module):
+    """relu(conv3x3(x) + bias + r): a ResNet bottleneck's convolution with its epilogue."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x, r):
+        return torch.relu(self.conv(x) + r)
+
+
+def conv_layer(tmp: Path, quick: bool) -> dict:
+    """A ResNet-50 layer-3 convolution (3x3, 256 -> 256 at 14x14, batch 64, fp16, channels-last) with bias,
+    residual add and relu, through each of sdc's two cuda paths (SDC_CONV_KERNEL: one fused cuDNN call,
+    or the Triton implicit-GEMM template, autotuned), against torch eager and torch.compile."""
+    import copy
+
+    batch, channels, hw = (8, 64, 14) if quick else (64, 256, 14)
+    cpu_block = ConvBlock(channels).half().eval()
+    block = copy.deepcopy(cpu_block).cuda().to(memory_format=torch.channels_last)
+    cl = torch.channels_last
+    inputs = [torch.randn(batch, channels, hw, hw, device="cuda", dtype=torch.float16).to(memory_format=cl)
+              for _ in range(2)]
+    w, b = block.conv.weight.detach(), block.conv.bias.detach()
+    want = torch.relu(F.conv2d(inputs[0].double(), w.double(), b.double(), padding=1) + inputs[1].double())
+    flops = 2 * batch * hw * hw * channels * channels * 9
+
+    def fn(x, r):
+        with torch.no_grad():
+            return block(x, r)
+
+    row = {"work": f"conv3x3 {channels}->{channels} {hw}x{hw} b{batch} fp16 +bias+residual+relu",
+           "peers": measure_peers(fn, inputs, flops, quick), "variants": []}
+    example = tuple(t.cpu() for t in inputs)
+    for path in ("cudnn", "triton"):
+        os.environ["SDC_CONV_KERNEL"] = path
+        try:
+            exe = sdc.compile(cpu_block, example, target="cuda", output=tmp / f"conv_{path}.sdc", device="cuda")
+        finally:
+            os.environ.pop("SDC_CONV_KERNEL", None)
+        kernels = kernels_of(exe)
+        if any(k["backend"] == "triton" for k in kernels):
+            measured = measure_sdc(exe, inputs, want, flops, quick)
+        else:  # no generated kernel to time alone (kernel_ms would be 0)
+            (got,) = exe(*inputs)
+            measured = {"rel_error": rel_error(got, want), **timings(lambda: exe(*inputs), quick)}
+            measured.update({f"rate_{k}": rate(flops, measured[f"{k}_ms"]) for k in ("call", "gpu")})
+        fused = [k for k in (getattr(step, "kernel", None) for step in exe._executor.program)
+                 if hasattr(k, "cudnn_refused")]  # reference_kernels.fused_conv kernels, and whether cuDNN refused
+        measured.update(fused_conv_kernels=len(fused), cudnn_refused=[r[:200] for k in fused for r in k.cudnn_refused])
+        row["variants"].append({"path": path, "kernels": kernels, **measured})
+    return row
+
+
+def attention_bench_ir(b: int, h: int, s: int, d: int, causal: bool) -> str:
+    """softmax(q k^T / sqrt(d), masked) v in bf16 as the ONNX export of a BERT (padding mask [B, 1, 1, S]
+    under where) or GPT (causal [S, S] mask under where) block writes it: one attention kernel."""
+    t = lambda *shape, dt="bf16": "tensor<" + "x".join([*map(str, shape), dt]) + ">"  # noqa: E731
+    mask = t(s, s, dt="i1") if causal else t(b, 1, 1, s, dt="i1")
+    return f"""
+func.func @main(%q: {t(b, h, s, d)} {{sdc.name = "q"}}, %k: {t(b, h, s, d)} {{sdc.name = "k"}},
+                %v: {t(b, h, s, d)} {{sdc.name = "v"}},
+                %m: {mask} {{sdc.name = "m"}}) -> ({t(b, h, s, d)} {{sdc.name = "o"}}) {{
+  %c = "sdc.constant"() {{value = dense<{d ** -0.5!r}> : tensor<bf16>}} : () -> tensor<bf16>
+  %fill = "sdc.constant"() {{value = dense<-1.0e9> : tensor<bf16>}} : () -> tensor<bf16>
+  %s0 = "sdc.matmul"(%q, %k) {{transpose_lhs = false, transpose_rhs = true}} :
+      ({t(b, h, s, d)}, {t(b, h, s, d)}) -> {t(b, h, s, s)}
+  %s1 = "sdc.mul"(%s0, %c) : ({t(b, h, s, s)}, tensor<bf16>) -> {t(b, h, s, s)}
+  %s2 = "sdc.where"(%m, %fill, %s1) : ({mask}, tensor<bf16>, {t(b, h, s, s)}) -> {t(b, h, s, s)}
+  %p = "sdc.softmax"(%s2) {{axis = -1 : i64}} : ({t(b, h, s, s)}) -> {t(b, h, s, s)}
+  %o = "sdc.matmul"(%p, %v) : ({t(b, h, s, s)}, {t(b, h, s, d)}) -> {t(b, h, s, d)}
+  return %o : {t(b, h, s, d)}
+}}
+"""
+
+
+def attention(tmp: Path, quick: bool) -> list[dict]:
+    """The attention template (one flash-style kernel) against torch eager's and torch.compile's
+    scaled_dot_product_attention: BERT-base-sized bf16 with a padding mask, and GPT-sized causal.
+    FLOP/s count both products in full (4 B H S^2 D), the causal row too."""
+    out = []
+    for b, h, s, d, causal in ((32, 12, 128, 64, False), (16, 12, 1024, 64, True)):
+        if quick:
+            b = max(1, b // 8)
+        q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=BF16) for _ in range(3))
+        if causal:
+            mask = torch.ones(s, s, dtype=torch.bool, device="cuda").triu(1)
+        else:
+            mask = torch.zeros(b, 1, 1, s, dtype=torch.bool, device="cuda")
+            mask[::2, ..., s // 2:] = True  # every other sequence is half padding
+        inputs = [q, k, v, mask]
+        want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=~mask)
+        flops = 4 * b * h * s * s * d
+
+        def fn(q, k, v, m, causal=causal):
+            if causal:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=~m)
+
+        exe = compile_ir(attention_bench_ir(b, h, s, d, causal), tmp, f"attention_{s}")
+        row = {"work": f"attention B{b} H{h} S{s} D{d} bf16 {'causal' if causal else 'padding mask'}",
+               "peers": measure_peers(fn, inputs, flops, quick),
+               "variants": [{"kernels": kernels_of(exe), **measure_sdc(exe, inputs, want, flops, quick)}]}
+        out.append(row)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for kernels_gpu.json")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--budget", type=float, default=170.0, help="start no workload after this many seconds")
-    parser.add_argument("--only", default="", help="comma-separated workloads: ew,bias,rows,mlp")
+    parser.add_argument("--only", default="", help="comma-separated workloads: ew,bias,rows,mlp,conv,attn")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: bench/kernels_gpu.py needs a CUDA GPU", file=sys.stderr)
@@ -245,10 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"meta": meta, "rows": []}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    chosen = set(filter(None, args.only.split(","))) or {"ew", "bias", "rows", "mlp"}
+    chosen = set(filter(None, args.only.split(","))) or {"ew", "bias", "rows", "mlp", "conv", "attn"}
     with tempfile.TemporaryDirectory(prefix="sdc-kernels-") as tmp:
         os.environ.setdefault("SDC_AUTOTUNE_DIR", str(Path(tmp) / "autotune"))
-        for name, work in (("ew", elementwise), ("bias", bias_rows), ("rows", row_workloads), ("mlp", mlp)):
+        for name, work in (("ew", elementwise), ("bias", bias_rows), ("rows", row_workloads), ("mlp", mlp),
+                           ("conv", conv_layer), ("attn", attention)):
             if name not in chosen:
                 continue
             if time.perf_counter() - started > args.budget:

@@ -142,12 +142,16 @@ def compile_module(module, params: Mapping[str, Any] | None = None, options: Com
     if output is not None and env is not None and env.world_size > 1 and env.rank != 0:
         output = None
     if output is not None:
-        return _load_compiled(load, build_artifact(module, params, output, options, provenance=provenance,
-                                                   progress=progress), env, device or default_device(options))
+        path = build_artifact(module, params, output, options, provenance=provenance, progress=progress)
+        if progress:
+            progress(f"loading {path}")  # a stage of its own: weights to the device, kernels compiled
+        return _load_compiled(load, path, env, device or default_device(options))
     tmp = tempfile.TemporaryDirectory(prefix="sdc-")
     try:
         path = build_artifact(module, params, Path(tmp.name) / "model.sdc", options, provenance=provenance,
                               progress=progress)
+        if progress:
+            progress(f"loading {path}")
         exe = _load_compiled(load, path, env, device or default_device(options))
     except BaseException:
         tmp.cleanup()

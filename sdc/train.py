@@ -257,7 +257,7 @@ def finish_train_step(module: Any, params: dict[str, Any], wrt: Sequence[str], o
     import torch
 
     from sdc import dtypes
-    from sdc.compiler import compile_module, run_pipeline
+    from sdc.compiler import run_pipeline
     from sdc.dialect.ir import ARG_ATTRS, arg_names, attr_dicts, entry_function, tensor_spec
     from sdc.runtime.state import StatefulProgram
     from sdc.transforms.optimizer_step import STATE_ATTR, train_pipeline, training_optimizer
@@ -277,10 +277,81 @@ def finish_train_step(module: Any, params: dict[str, Any], wrt: Sequence[str], o
             initial[name] = torch.zeros(spec.shape, dtype=dtypes.to_torch(spec.dtype))
     trained = [n for n in state_specs if n in params and n not in buffers]
     train_info = {"optimizer": optimizer.options(), "lr": optimizer.lr}
-    exe = compile_module(module, initial, options, output=output, provenance={**provenance, "train": train_info},
-                         device=device)
+    exe = _compile_within_budget(module, initial, options, output=output,
+                                 provenance={**provenance, "train": train_info}, device=device)
     return TrainStep(StatefulProgram(exe), lr=optimizer.lr, optimizer=optimizer.options(), params=trained,
                      buffers=buffers, rng=rng if rng["stride"] else None)
+
+
+def _arena_bytes(exe: Any) -> int:
+    arena = exe.artifact.program(exe.rank).arena
+    return arena.size if arena is not None else 0
+
+
+def _compile_within_budget(module: Any, initial: dict[str, Any], options: Any, *, output: Any,
+                           provenance: dict[str, Any], device: str | None) -> Any:
+    """Compile the step; under `options.memory_budget`, so that the artifact's arena (what
+    `TrainStep.info` reports) really is within it. sdc-recompute chooses against its own estimate
+    of the plan, which the planner's later decisions (views, in-place kernels) can move either way;
+    when the artifact misses the budget, the recompute cuts (`recompute.SWEEP`, from the least
+    recomputation to the most) are compiled and measured, bisecting for the first that fits. A budget
+    no cut meets is one error naming the lowest arena reached."""
+    from sdc.compiler import compile_module
+    from sdc.fmt import format_bytes
+    from sdc.transforms.recompute import SWEEP, cut_request
+
+    budget = options.memory_budget
+
+    def attempt(cut: tuple[float, bool] | None, out: Any = None) -> tuple[Any, int | None]:
+        with module.context:
+            trial = module.clone().operation
+        if cut is not None:
+            cut_request(trial, *cut)
+        try:
+            exe = compile_module(trial, initial, options, output=out, provenance=provenance, device=device)
+        except SdcError as e:
+            if cut is None and "below what recomputation reaches" in str(e):
+                return None, None  # its estimate says no; the measured cuts decide
+            raise
+        return exe, _arena_bytes(exe)
+
+    if budget is None:
+        return compile_module(module, initial, options, output=output, provenance=provenance, device=device)
+    exe, arena = attempt(None)  # `output` gets only the artifact returned, never one that missed
+    if exe is not None and arena <= budget:
+        return exe if output is None else attempt(None, output)[0]
+    fitting: dict[int, Any] = {}
+
+    def measure(k: int) -> int:
+        trial, size = attempt(SWEEP[k])
+        if size <= budget:
+            fitting.clear()  # bisection moves to lower indices: keep only the latest fit alive
+            fitting[k] = trial
+        return size
+
+    fit, lowest = first_fitting_cut(measure, len(SWEEP), budget)
+    if arena is not None:
+        lowest = min(lowest, arena)
+    if fit is None:
+        raise SdcError(f"sdc-recompute: memory budget {format_bytes(budget)} ({budget} bytes) is below what "
+                       f"recomputation reaches: the lowest planned peak is {format_bytes(lowest)} ({lowest} bytes)")
+    return fitting[fit] if output is None else attempt(SWEEP[fit], output)[0]
+
+
+def first_fitting_cut(arena_of: Callable[[int], int], count: int, budget: int) -> tuple[int | None, int]:
+    """Bisect cuts 0..count-1 (ordered from the least recomputation to the most, so their arenas
+    fall, roughly) for the first whose `arena_of(k)` is within `budget`: (its index, or None when the
+    cuts tried all miss it; the lowest arena measured). log2(count) + 1 measurements."""
+    lo, hi, fit, lowest = 0, count - 1, None, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        size = arena_of(mid)
+        lowest = size if lowest is None else min(lowest, size)
+        if size <= budget:
+            fit, hi = mid, mid - 1
+        else:
+            lo = mid + 1
+    return fit, lowest if lowest is not None else 0
 
 
 def _import_step(wrapper: Any, batch: tuple) -> tuple[Any, dict[str, Any], dict[str, str]]:

@@ -218,6 +218,7 @@ def compile_train_onnx(model: Any, example_batch: Sequence[Any] | None, *, loss:
                            f"{'s' if len(data_inputs) != 1 else ''} ({', '.join(data_inputs)}), so "
                            f"{len(data_inputs) + 1} arrays, found {len(batch)}")
         shapes.update({name: [int(d) for d in np.shape(x)] for name, x in zip(data_inputs, batch)})
+    shapes.update(_bound_input_shapes(proto, data_inputs, shapes))
     options = _options({**fields, "input_shapes": shapes or None})
     module, params, provenance = import_model(proto, input_shapes=options.input_shapes_dict())
     provenance = {**provenance, "source": source}
@@ -226,6 +227,23 @@ def compile_train_onnx(model: Any, example_batch: Sequence[Any] | None, *, loss:
     params = {**params, **{n: torch.from_numpy(v) for n, v in initial.items()}}
     return finish_train_step(module, params, list(initial), optimizer, options, output=output, device=device,
                              provenance=provenance)
+
+
+def _bound_input_shapes(proto: Any, names: Sequence[str], shapes: Mapping[str, Any]) -> dict[str, list[int]]:
+    """The static dims of each input in `names` not in `shapes` whose named dims (`N`) are all bound
+    to a size there (`--input-shape N=32`): a step is compiled for one batch size, so the binding
+    fixes the inputs' shapes before the import (where a symbol would stay a run-time dim)."""
+    out: dict[str, list[int]] = {}
+    for value in proto.graph.input:
+        if value.name not in names or value.name in shapes or not value.type.tensor_type.HasField("shape"):
+            continue
+        dims = []
+        for d in value.type.tensor_type.shape.dim:
+            bound = shapes.get(d.dim_param) if d.HasField("dim_param") else None
+            dims.append(d.dim_value if d.HasField("dim_value") else bound if isinstance(bound, int) else None)
+        if dims and all(isinstance(d, int) for d in dims):
+            out[value.name] = dims
+    return out
 
 
 def _load_onnx(model: Any) -> tuple[Any, str]:
@@ -268,8 +286,8 @@ def trainable_initializers(proto: Any) -> dict[str, np.ndarray]:
 def append_loss(module: Any, loss: str) -> None:
     """Replace the entry's results by `loss(first result, target)`, `target` a new last input."""
     from sdc.dialect import attrs as A
-    from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, attr_dicts, entry_function, set_attr_dicts, tensor_spec,
-                                tensor_type)
+    from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, attr_dicts, entry_function, result_dims, set_attr_dicts,
+                                tensor_spec, tensor_type)
     from sdc.dialect.shapes import DYN, TensorSpec
     from sdc.mlir import func, ir
     from sdc.transforms.autodiff import IRBuilder
@@ -281,8 +299,15 @@ def append_loss(module: Any, loss: str) -> None:
         out = list(ret.operands)[0]
         spec = tensor_spec(out.type)
         if any(d is DYN for d in spec.shape):
-            raise SdcError(f"training needs static shapes: the model's output is {spec.dtype}{list(spec.shape)}; "
-                           "give example_batch (or --input-shape NAME=DIMS for every input)")
+            named = (result_dims(fn, skip_bad=True) or [None])[0] or [None] * len(spec.shape)
+            shown = [n if d is DYN and isinstance(n, str) else "?" if d is DYN else d
+                     for d, n in zip(spec.shape, named)]
+            symbols = [n for d, n in zip(spec.shape, named) if d is DYN and isinstance(n, str)]
+            fix = (f"--input-shape {symbols[0]}=SIZE (or example_batch)" if symbols
+                   else "example_batch (or --input-shape NAME=DIMS for every input)")
+            raise SdcError(f"training needs static shapes: the model's output is "
+                           f"{spec.dtype}[{', '.join(map(str, shown))}]; a step is compiled for one batch size: "
+                           f"give {fix}")
         if not spec.dtype.startswith(("f", "bf")):
             raise SdcError(f"the loss needs a float output, the model's first output is {spec.dtype}")
         if loss == "cross_entropy" and len(spec.shape) != 2:

@@ -3,8 +3,10 @@
 A launch's backend is `triton` (a kernel sdc generated, in the artifact's kernels/) or `reference`
 (each op of the group a torch call). On cuda a torch call of a convolution runs in cuDNN and one of
 a matmul in cuBLAS: vendor libraries, which the GPU issue lets serve a group only where that is
-measured to be faster, and asks `sdc inspect` to name. Every other reference op is one of torch's
-own CUDA kernels. Read from plan.json alone (no MLIR).
+measured to be faster, and asks `sdc inspect` to name. A convolution group whose epilogue the
+executor hands to cuDNN with the convolution (one `torch.cudnn_convolution_relu` / `_add_relu` call)
+is listed as `cuDNN fused`. Every other reference op is one of torch's own CUDA kernels. Read from
+plan.json alone (no MLIR).
 """
 
 from __future__ import annotations
@@ -33,6 +35,26 @@ def _library(op_names: list[str]) -> str:
     return "torch"
 
 
+FUSED_CUDNN = "cuDNN fused"  # a group whose convolution and epilogue run as one cuDNN call
+
+
+def _cudnn_fused(step: dict, rank: dict) -> bool:
+    """Whether the executor runs this reference group's convolution with its epilogue as one fused cuDNN
+    call (sdc.runtime.reference_kernels.fused_conv), judged from the plan as the executor judges it."""
+    from sdc.runtime.plan_schema import OpEntry
+    from sdc.runtime.reference_kernels import EPILOGUE, cudnn_fused_call, fuse_epilogues
+
+    values = rank.get("values") or {}
+    entries = [OpEntry(op.get("op", "?"), dict(op.get("attrs") or {}), tuple(op.get("inputs") or ()),
+                       tuple(op.get("outputs") or ()), in_place=op.get("in_place")) for op in launch_ops(step)]
+    for entry in fuse_epilogues(entries):
+        if entry.op == "conv" and EPILOGUE in entry.attrs and entry.inputs:
+            dtype = (values.get(entry.inputs[0]) or {}).get("dtype", "")
+            if cudnn_fused_call(entry.attrs[EPILOGUE], dtype) is not None:
+                return True
+    return False
+
+
 def backend_lines(rank: dict, target: str) -> list[str]:
     """Lines for one rank: a count per backend, then the reference groups per library and op chain."""
     launches = [s for s in rank.get("steps", []) if s.get("kind") == LAUNCH]
@@ -45,6 +67,8 @@ def backend_lines(rank: dict, target: str) -> list[str]:
     for step in through_torch:
         names = [op.get("op", "?") for op in launch_ops(step)]
         library = _library(names) if target == "cuda" else "torch"
+        if library == "cuDNN" and _cudnn_fused(step, rank):
+            library = FUSED_CUDNN
         groups.setdefault((library, "+".join(names)), []).append(str(step.get("id", "?")))
     libraries = Counter(library for (library, _), ids in groups.items() for _ in ids)
     head += " (" + ", ".join(f"{library} {n}" for library, n in sorted(libraries.items())) + ")"

@@ -20,10 +20,11 @@ Time is the step index of the launch or collective that makes or reads a value: 
 the step that makes it through the last step that reads it (both ends included, so a kernel never
 writes over its own operands). A value that is left to the allocator may be a view of a planned one
 (a reshape that returns a view of its operand); every planned value it may hold stays live as long
-as it does, so its memory is not given away under it (an output that views the arena is copied by
-the runtime before it is returned). A collective's operands stay live to the end of the call: a
-collective may still read them after its step (on its own stream, or on another rank's thread in
-the simulator), and the plan does not say when it is done.
+as it does, so its memory is not given away under it. A value that an output may view is not planned
+at all (`rank_buffers`): every output is memory of its own, made fresh by the call, which the
+producing kernel writes directly and the runtime hands out without a copy. A collective's operands
+stay live to the end of the call: a collective may still read them after its step (on its own
+stream, or on another rank's thread in the simulator), and the plan does not say when it is done.
 
 The placement is *greedy by size* (the strategy of TFLite's arena planner): buffers sorted by size,
 largest first, each placed at the lowest aligned offset where it overlaps no buffer already placed
@@ -40,6 +41,7 @@ from typing import Iterable, Mapping, Sequence
 
 from sdc import dtypes
 from sdc.dialect import symexpr
+from sdc.dialect.opdef import get_op
 from sdc.fmt import format_bytes
 
 ALIGNMENT = 256  # bytes: what cudaMalloc gives, and enough for any vector load
@@ -204,11 +206,78 @@ def _writes_directly(step: Mapping) -> bool:
     return step["kind"] == LAUNCH and step.get("kernel", {}).get("backend") == "triton"
 
 
+# Op families whose reference result may share memory with an operand: torch's view ops (reshape,
+# transpose, slice, squeeze, broadcast as expand), casts that return their operand when the dtype
+# already matches, layout_cast as a permuted view, a shard's slice, a user's custom op, and
+# collectives (the identity in a world of one).
+_VIEW_FAMILIES = frozenset({"shape", "layout", "values", "sharding", "custom", "collective"})
+
+
+def _op_may_view(entry: Mapping) -> bool:
+    """Whether one op of a reference group may return (a view of) an operand's memory: ops of the
+    families above that take operands, and ops marked in place. An op this process does not know
+    counts as one that may."""
+    if "in_place" in entry:
+        return True
+    try:
+        opdef = get_op(entry["op"])
+    except KeyError:
+        return True
+    return bool(opdef.operands or opdef.variadic_operand) and opdef.family in _VIEW_FAMILIES
+
+
+def _viewed_reads(step: Mapping) -> dict[str, list[str]] | None:
+    """For each result of a step, the operands of the step it may share memory with; None when any
+    result may share any operand's (a collective, a group whose ops do not name their values).
+    A generated kernel's results are memory of their own; in a reference group a result follows its
+    ops back: an op that cannot return a view ends the chain, so a group whose last op is a matmul
+    views nothing even when a reshape feeds it."""
+    if step["kind"] != LAUNCH:
+        return None
+    kernel = step.get("kernel", {})
+    if kernel.get("backend") == "triton":
+        return {}
+    ops = kernel.get("ops", [])
+    if not all("inputs" in e and "outputs" in e for e in ops):
+        return None if any(_op_may_view(e) for e in ops) else {}
+    shares: dict[str, set[str]] = {v: {v} for v in step["inputs"]}
+    for entry in ops:
+        if isinstance(entry.get("in_place"), int) and 0 <= entry["in_place"] < len(entry["inputs"]):
+            # an in-place op writes into one operand: its result is that operand's memory, no other's
+            viewed = set(shares.get(entry["inputs"][entry["in_place"]], set()))
+        elif _op_may_view(entry):
+            viewed = set().union(*(shares.get(v, set()) for v in entry["inputs"]))
+        else:
+            viewed = set()
+        for v in entry["outputs"]:
+            shares[v] = viewed
+    return {v: sorted(shares.get(v, ())) for v in step.get("outputs", [])}
+
+
 def rank_buffers(values: Mapping[str, Mapping], outputs: Sequence[str], steps: Sequence[Mapping],
                  bounds: Mapping[str, int], direct_only: bool = False) -> list[Buffer]:
     """The buffers of one rank's steps (plan.json v2 dicts): the planned values with their sizes and
     lifetimes, lifetimes stretched over the values that may view them (module docstring).
-    `direct_only`: plan only the results of generated kernels (see `plan_rank_memory`)."""
+    `direct_only`: plan only the results of generated kernels (see `plan_rank_memory`).
+
+    No output can hold arena bytes: a value that an output may view (through reshapes, in-place
+    kernels, any chain of unplanned values) is not planned either, so the runtime never has to copy
+    an output out of the arena. Leaving one value out can make another a possible view (its result
+    may now view an operand), so this repeats until nothing more is left out; each round leaves at
+    least one value out, so it ends."""
+    unplanned: set[str] = set()
+    while True:
+        buffers, held_by_outputs = _rank_buffers(values, outputs, steps, bounds, direct_only, unplanned)
+        if not held_by_outputs:
+            return buffers
+        unplanned |= held_by_outputs
+
+
+def _rank_buffers(values: Mapping[str, Mapping], outputs: Sequence[str], steps: Sequence[Mapping],
+                  bounds: Mapping[str, int], direct_only: bool, unplanned: set[str]
+                  ) -> tuple[list[Buffer], set[str]]:
+    """One round of `rank_buffers` with the values of `unplanned` left to the allocator: the buffers,
+    and the planned values that an output may view (to leave out in the next round)."""
     returned = set(outputs)
     made: dict[str, int] = {}
     last: dict[str, int] = {}
@@ -221,26 +290,27 @@ def rank_buffers(values: Mapping[str, Mapping], outputs: Sequence[str], steps: S
         reads = _step_reads(step)
         for vid in reads:  # a collective's operands: live to the end of the call (module docstring)
             last[vid] = len(steps) if step["kind"] == COLLECTIVE else t
+        sharing = _viewed_reads(step)
         for vid in step.get("outputs", []):
             made[vid] = t
             order.append(vid)
-            size = (None if vid in returned or "weight" in values[vid] or (direct_only and not _writes_directly(step))
-                    else max_bytes(values[vid], bounds))
+            size = (None if vid in returned or vid in unplanned or "weight" in values[vid]
+                    or (direct_only and not _writes_directly(step)) else max_bytes(values[vid], bounds))
             if size is not None:
                 planned[vid] = size
                 continue
             viewed = set()
-            for r in reads:
+            for r in reads if sharing is None else sharing.get(vid, ()):
                 viewed |= {r} if r in planned else holds.get(r, set())
             if viewed:
                 holds[vid] = viewed
     end = {vid: last.get(vid, made[vid]) for vid in planned}
-    forever = len(steps)
+    held_by_outputs = {p for vid in returned for p in holds.get(vid, ())}
     for vid, viewed in holds.items():
-        until = forever if vid in returned else last.get(vid, made[vid])
+        until = last.get(vid, made[vid])
         for p in viewed:
             end[p] = max(end[p], until)
-    return [Buffer(vid, planned[vid], made[vid], end[vid]) for vid in order if vid in planned]
+    return [Buffer(vid, planned[vid], made[vid], end[vid]) for vid in order if vid in planned], held_by_outputs
 
 
 def plan_rank_memory(values: Mapping[str, Mapping], outputs: Sequence[str], steps: Sequence[dict],

@@ -11,8 +11,8 @@ other op whose operands are all weights is evaluated now, by its reference seman
 result stored as a new weight (the folded weights of sdc-fold-conv-batch-norm, layout casts and
 slices of weights, each rank's block of an all_slice). A weight with a non-row-major layout is
 stored in that physical order (its value records the `layout`; the runtime views it back
-logically). Where the target runs its kernel groups by reference semantics (no Triton backend), the
-planner also chooses the reference kernels: a convolution takes a per-channel add as its bias. It
+logically). The planner also chooses the reference kernels: a convolution takes a per-channel add
+as its bias (on cuda too, where the Triton conv template reads it as an operand). It
 marks the ops that may run in place, and puts a `free` step after the last reader of each
 intermediate. The runtime only honours all of this. The plan is plain JSON (`Plan.to_json()`).
 """
@@ -441,10 +441,11 @@ class _RankBuilder:
 
     def finish(self) -> None:
         """Choose the reference kernels, mark in-place ops, and lay out the steps with their frees."""
-        if self.reference_kernels:
-            for step in self.work:
-                if step["kind"] == LAUNCH:
-                    self._bias_into_conv(step["kernel"]["ops"])
+        # every target: a reference convolution takes its bias in the call (cuDNN's fused calls on cuda
+        # too, reference_kernels.fused_conv), and the Triton conv template reads it as an operand
+        for step in self.work:
+            if step["kind"] == LAUNCH:
+                self._bias_into_conv(step["kernel"]["ops"])
         readers = self._readers()
         for step in self.work:
             if step["kind"] == LAUNCH:
@@ -469,11 +470,33 @@ class _RankBuilder:
                                             self.weight_tensor, precision=self.precision)
             except LoweringError as e:
                 step["kernel"]["why_reference"] = str(e)
+                for op in step["kernel"]["ops"]:
+                    if op["op"] == "conv" and len(self.plan.values[op["inputs"][1]]["shape"]) == 4:
+                        # cuda runs convolutions channels-last (the layout pass); given a plain weight,
+                        # cuDNN would copy it to channels-last on every call
+                        self._store_laid_out(op["inputs"][1], CHANNELS_LAST_WEIGHT)
                 continue
+            if generated.program.template == "conv":
+                from sdc.codegen.triton.conv import CONV_WEIGHT_LAYOUT, conv_weight
+
+                self._store_laid_out(conv_weight(generated.program), CONV_WEIGHT_LAYOUT)
             path = f"{KERNELS_DIR}/{entry}.py"
             self.plan.kernel_sources[path] = generated.source
             step["kernel"] = {"backend": generated.kernel["backend"], "source": path,
                               **{k: v for k, v in generated.kernel.items() if k != "backend"}}
+
+    def _store_laid_out(self, vid: str, layout: tuple[int, ...]) -> None:
+        """A convolution's weight stored in physical order `layout` (the runtime views it back logically,
+        so its strides are what the kernel reads): a Triton conv kernel's [KH, KW, Cin, Cout]
+        (conv.CONV_WEIGHT_LAYOUT, its tiles' fastest order; it indexes by strides), a cuDNN one's
+        channels-last [O, KH, KW, C]. Only a plan weight in plain order that no other op reads."""
+        value, logical = self.plan.values[vid], self.weight_tensor(vid)
+        if logical is None or value.get("layout") or self._readers().get(vid, 0) != 1:
+            return
+        layout = list(layout)
+        name = self._fresh_weight_name(f"{value['weight']}@{','.join(map(str, layout))}")
+        self.plan.weights[name] = _physical(logical, layout)
+        value["weight"], value["layout"] = name, layout
 
     def _readers(self) -> dict[str, int]:
         """How many op operands read each value, a rank output counting as one more reader."""
@@ -680,6 +703,10 @@ def _in_place_operand(entry: dict, fresh: set[str], readers: dict[str, int], val
                 and UNKNOWN not in v["shape"]):
             return i
     return None
+
+
+# torch's channels_last for a 4-d weight [O, C, KH, KW]: stored [O, KH, KW, C]
+CHANNELS_LAST_WEIGHT = (0, 2, 3, 1)
 
 
 def prune_weights(plan: RankPlan) -> None:

@@ -27,7 +27,7 @@ from sdc.mlir import ext, ir
 
 FUSION = "sdc.fusion"
 YIELD = "sdc.yield"
-FUSION_KINDS = ("elementwise", "reduction", "contraction", "convolution", "pooling", "layout")
+FUSION_KINDS = ("elementwise", "reduction", "contraction", "convolution", "pooling", "layout", "attention")
 STRUCTURE_OPS = (FUSION, YIELD)
 
 

@@ -60,7 +60,8 @@ class Executable:
         try:
             # Tensors made while preparing (streams, buffers) go where the weights are.
             with torch.device(device) if device.type != "cpu" else contextlib.nullcontext():
-                self._executor = ReferenceExecutor(artifact.program(rank), weights, manifest["mesh"],
+                program = artifact.program(rank)
+                self._executor = ReferenceExecutor(program, weights, manifest["mesh"],
                                                    lambda msg: artifact.error(PLAN, msg), comm=comm, device=device,
                                                    kernels=_kernel_sources(artifact),
                                                    tf32=(manifest.get("compile_options") or {}).get("precision") == "tf32")
@@ -68,6 +69,10 @@ class Executable:
             raise artifact.error(PLAN, f"is malformed ({type(e).__name__}: {e})") from None
         self._weight_storages = {_storage(t) for t in weights.values()}
         self.kernel_count = self._executor.kernel_count
+        from sdc.runtime.triton_launcher import prewarm
+
+        # the generated kernels compile now, in parallel, not one by one in the first call (cuda only)
+        self.kernels_prewarmed = prewarm(self._executor.program, program, device)
         # Something alive as long as this executable (sdc.compile's temporary directory).
         self._keepalive: Any = None
         # Set a `sdc.runtime.profile.Profiler` to time each launch and collective step of later calls.
@@ -101,6 +106,17 @@ class Executable:
                 taken.add(key)
             result.append(t if bound.as_torch else _to_numpy(t))
         return result
+
+    def static_inputs(self, *args: Any, **named: Any) -> list | None:
+        """The CUDA graph's own input buffers for inputs like these (same shapes and dtypes; their
+        values are copied in), capturing the graph now if it was not yet. Fill them in place and call
+        `exe(*buffers)`: a replay then copies no input (sdc/runtime/cuda_graphs.py). None when this
+        executable's calls are not captured (`exe._executor.graph_reason` says why)."""
+        graphs = self._executor.graphs
+        if graphs is None or self.comm is not None:
+            return None
+        bound = self._signature.bind(args, named, self.device)
+        return graphs.static_inputs(self._on_device(bound.tensors), bound.symbols)
 
     def _on_device(self, tensors: list) -> list:
         device = self.device

@@ -255,6 +255,26 @@ def fp32_math(tf32: bool):
             f.fp32_precision = value
 
 
+class _TorchOpsContext:
+    """What reference kernels on a device run under: torch's default-device mode (the tensors they
+    make land on the device) and `fp32_math`, entered and left together."""
+
+    def __init__(self, device: torch.device, tf32: bool):
+        self.device, self.tf32 = device, tf32
+        self.stack: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> None:
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.device(self.device))
+        stack.enter_context(fp32_math(self.tf32))
+        self.stack = stack
+
+    def __exit__(self, *exc: Any) -> None:
+        stack, self.stack = self.stack, None
+        if stack is not None:
+            stack.__exit__(*exc)
+
+
 class ReferenceExecutor:
     """Runs one rank's plan; build it once per loaded artifact, call `run` per inference."""
 
@@ -314,8 +334,9 @@ class ReferenceExecutor:
                                                    self.streams[step.stream], error))
             elif isinstance(step, S.Launch):
                 self.kernel_count += 1
-                # on the CPU a convolution takes the relu/add after it as oneDNN post-ops (reference_kernels)
-                for entry in (step.ops if cuda else fuse_epilogues(step.ops)):
+                # a convolution takes the relu/add after it: oneDNN post-ops on the CPU, one fused cuDNN
+                # call on cuda (reference_kernels.fused_conv)
+                for entry in fuse_epilogues(step.ops):
                     self.program.append(self._op(step, entry, weights, error, allocated, from_comm))
             elif isinstance(step, S.Collective):
                 self.program.append(self._collective(step, weights, error, allocated, from_comm))
@@ -336,6 +357,12 @@ class ReferenceExecutor:
                 self.segments.append((_step_info(step), tuple(self.program[first:])))
         # What an unprofiled call runs: the same instructions, plain ops specialized with their frees.
         self.fast_program = _straight_line(self.program, comm)
+        # Reference kernels (torch ops) make tensors without naming a device and compute f32 products
+        # through cuBLAS/cuDNN, so on a device they run under torch's default-device mode and
+        # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names
+        # its device. Skipping them matters for such plans: the mode sends every tensor method call of
+        # the Triton launcher through Python (about 5x slower each), `fp32_math` costs ~15 us a call.
+        self.torch_ops = any(isinstance(i, PreparedOp) for i in self.program)
         from sdc.runtime.cuda_graphs import GraphRunner, static_reason
 
         self.graph_reason = static_reason(program, device)  # why calls are not captured, or None
@@ -401,17 +428,28 @@ class ReferenceExecutor:
         vals = self.initial.copy()
         for slot, t in zip(self.input_slots, inputs):
             vals[slot] = t
-        on_device = torch.device(self.device) if self.device is not None and self.device.type != "cpu" else None
-        math = fp32_math(self.tf32) if on_device is not None else contextlib.nullcontext()
-        with torch.inference_mode(), (on_device or contextlib.nullcontext()), math:
+        with torch.inference_mode(), self._device_context():
             if profiler is None:
                 for instruction in self.fast_program:
                     instruction(vals, state)
             else:
                 self._run_profiled(vals, state, profiler)
-            if self.arena is not None:  # an output viewing the arena would change with the next call
-                return [t.clone() if self.arena.holds(t) else t for t in (vals[i] for i in self.output_slots)]
-        return [vals[i] for i in self.output_slots]
+            outputs = [vals[i] for i in self.output_slots]
+            # The memory plan never places an output in the arena, nor anything an output may view
+            # (sdc/codegen/memory.py): outputs are the caller's without a copy. A plan written before
+            # that rule may still hand out an arena view, which the next call would overwrite.
+            if self.arena is not None and any(self.arena.holds(t) for t in outputs):
+                return [t.clone() if self.arena.holds(t) else t for t in outputs]
+        return outputs
+
+    def _device_context(self) -> Any:
+        """What a call runs under on its device (`torch_ops` in __init__ says why it varies)."""
+        device = self.device
+        if device is None or device.type == "cpu":
+            return contextlib.nullcontext()
+        if not self.torch_ops:
+            return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+        return _TorchOpsContext(device, self.tf32)
 
     def _run_profiled(self, vals: list, state: RunState, profiler: Profiler) -> None:
         """The program step by step, reading the clock around each timed step. On CUDA the device is
@@ -458,7 +496,7 @@ def _straight_line(program: list[Callable[[list, RunState], None]],
 # it computes in int64) and with default attributes, is exactly one torch call on the operands.
 _WIDE_UNSIGNED = frozenset({"ui16", "ui32", "ui64"})
 _DIRECT: dict[str, str] = {
-    "add": "add", "sub": "sub", "mul": "mul", "pow": "pow", "max": "maximum", "min": "minimum",
+    "add": "add", "sub": "sub", "mul": "mul", "max": "maximum", "min": "minimum",  # pow: its ref takes scalars
     "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
     "and": "logical_and", "or": "logical_or", "xor": "logical_xor",
     "neg": "neg", "abs": "abs", "sign": "sign", "exp": "exp", "log": "log", "sqrt": "sqrt",

@@ -14,9 +14,15 @@ A convolution whose weight is a constant of the plan runs on a copy of that weig
 reordered once, at load time, into the blocked layout its kernels read (`packed_conv`): torch's
 `conv2d` reorders a plain weight on every call, which cost 30-40% of a 3x3 convolution on 512
 channels (and about a fifth of ResNet-50's CPU time). Anything the packed kernel does not cover (not
-float32, not 2-d, a CUDA tensor, torch without oneDNN) keeps the reference convolution. And a
+float32, not 2-d, a CUDA tensor, torch without oneDNN) keeps the reference convolution; a small 1x1
+convolution runs as a BLAS product instead (`_product_is_cheaper`). And a
 `relu`, `add` or `add, relu` that the planner put in place on a convolution's result merges into
 the convolution (`fuse_epilogues`): oneDNN applies them while it writes the result.
+
+On cuda the same merged convolution runs as one cuDNN call where torch has the fused one
+(`fused_conv`): `relu(conv + bias)` as `torch.cudnn_convolution_relu`, `relu(conv + bias + other)` as
+`torch.cudnn_convolution_add_relu`, f16 and f32, where before the bias add, the residual add and
+the relu each read and wrote the whole activation once more.
 
 The planner reads `IN_PLACE_OPS` and `FRESH_RESULT` to decide; the executor calls `reference_kernel`.
 """
@@ -65,7 +71,7 @@ def reference_kernel(name: str, ref: Kernel, in_place: int | None = None,
         if packed is not None:
             return packed
         if attrs.get(EPILOGUE):
-            return _with_epilogue(ref, list(attrs[EPILOGUE]))
+            return fused_conv(ref, attrs)
     if in_place is None:
         return ref
     if name not in IN_PLACE_OPS or in_place not in IN_PLACE_OPS[name]:
@@ -163,11 +169,20 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
     fallback = _with_epilogue(ref, epilogue) if epilogue else ref
 
     kernel = [int(k) for k in weight.shape[2:]]
+    # A 1x1 convolution is a matrix product over the pixels; a small one runs as one BLAS call (on a view
+    # of the plain weight: no copy), which skips oneDNN's fixed cost per call (`_product_is_cheaper`).
+    pointwise = (kernel == [1, 1] and strides == [1, 1] and pads == [0] * 4 and dilations == [1, 1] and groups == 1)
+    matrix = weight.detach().reshape(weight.shape[0], weight.shape[1]).t() if pointwise else None
 
     def run(env, a, x, w, *rest):
         bias, other = _split_operands(rest, adds)
         if not _plain_f32(x) or (bias is not None and bias.dtype != torch.float32) or (adds and not _plain_f32(other)):
             return fallback(env, a, x, w, *rest)
+        if matrix is not None and _product_is_cheaper(x.shape[0] * x.shape[2] * x.shape[3], matrix.numel()):
+            out = _pointwise_matmul(x, matrix, bias)
+            if adds:
+                out = out.add_(other) if other.shape == out.shape else out + other
+            return out.relu_() if unary == "relu" else out
         if not symmetric:
             x = F.pad(x, [pads[1], pads[3], pads[0], pads[2]])
         if adds and tuple(other.shape) == (x.shape[0], weight.shape[0], *(
@@ -185,6 +200,37 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
 
 # The height and width a convolution's weight is packed for where the IR leaves them symbolic.
 GUESSED_IMAGE_SIZE = 64
+
+# A 1x1 convolution over at most this many pixels (batch x height x width), or of at most this many
+# multiply-adds, runs as a matrix product, not through oneDNN, whose call costs some 40 us more (1
+# thread, on this project's Xeon): a squeeze-excite convolution on one pixel 70 us in oneDNN, 25 us as
+# a product; 48 pixels x 160 x 960 channels 141 and 131 us; at 49 x 512 x 2048 (51M) oneDNN is faster.
+# Whole models, same process, alternating calls: LRASPP-MobileNet-v3 (the bench's segmentation model)
+# -23% CPU time; Inception-v2, ResNet-50, SqueezeNet, DenseNet-121 unchanged within 2% (8M instead of
+# 4M cost Inception-v2 3%).
+POINTWISE_MATMUL_MACS = 4_000_000
+POINTWISE_MATMUL_PIXELS = 64
+
+
+def _product_is_cheaper(pixels: int, weights: int) -> bool:
+    """Whether a 1x1 convolution over `pixels` (batch x height x width) with `weights` (in x out
+    channels) runs faster as a matrix product than through oneDNN (see POINTWISE_MATMUL_MACS)."""
+    return pixels <= POINTWISE_MATMUL_PIXELS or pixels * weights <= POINTWISE_MATMUL_MACS
+
+
+def _pointwise_matmul(x: torch.Tensor, matrix: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """A 1x1 convolution of `x` [N, C, H, W] with `matrix` [C, O] (the weight, transposed) plus `bias`,
+    in `x`'s memory order: channels-last in and out as one product over the pixels, otherwise per image."""
+    n, c, h, w = x.shape
+    o = matrix.shape[1]
+    if x.is_contiguous(memory_format=torch.channels_last):
+        rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c)
+        flat = torch.addmm(bias, rows, matrix) if bias is not None else torch.mm(rows, matrix)
+        return flat.view(n, h, w, o).permute(0, 3, 1, 2)
+    out = torch.matmul(matrix.t(), x.reshape(n, c, h * w))
+    if bias is not None:
+        out = out.add_(bias.view(o, 1))
+    return out.view(n, o, h, w)
 
 # The attribute `fuse_epilogues` adds to a convolution: the ops after it that its kernel applies.
 EPILOGUE = "sdc.epilogue"
@@ -257,3 +303,85 @@ def _with_epilogue(ref: Kernel, epilogue: list[str]) -> Kernel:
         return relu(env, {}, y) if "relu" in epilogue else y
 
     return run
+
+
+# ---------------------------------------------------------------- cuda: one fused cuDNN call
+
+# A merged convolution's epilogue -> torch's cuDNN function that computes conv, bias and it in one call.
+CUDNN_FUSED = {("relu",): "cudnn_convolution_relu", ("add", "relu"): "cudnn_convolution_add_relu"}
+# The dtypes torch's fused cuDNN calls take (its cudnn_convolution_relu / _add_relu, torch 2.11-2.13).
+CUDNN_FUSED_DTYPES = frozenset({"f16", "f32"})
+
+
+def cudnn_fused_call(epilogue: list[str] | tuple[str, ...], dtype: str) -> str | None:
+    """The name of torch's fused cuDNN function for a convolution of `dtype` with `epilogue` merged
+    into it (see `fuse_epilogues`), or None where there is none: the convolution then runs in cuDNN
+    and its epilogue as torch calls after it. `sdc inspect` names the groups this returns a call for."""
+    if dtype not in CUDNN_FUSED_DTYPES:
+        return None
+    return CUDNN_FUSED.get(tuple(epilogue))
+
+
+def _cudnn_applies(x: torch.Tensor) -> bool:
+    """Whether a call on `x` can go to cuDNN (a CUDA tensor, with cuDNN enabled in this torch)."""
+    return x.is_cuda and torch.backends.cudnn.is_available() and torch.backends.cudnn.enabled
+
+
+def fused_conv(ref: Kernel, attrs: dict) -> Kernel:
+    """A merged convolution (conv + `attrs[EPILOGUE]`) that is not a packed CPU one: on cuda one fused
+    cuDNN call where torch has it for the tensors of the call (`cudnn_fused_call`: the dtype, a 2-d
+    convolution, an `add` operand of the result's shape and dtype); everywhere else the reference
+    convolution, then the epilogue written into its result in place (the convolution's result is
+    fresh memory nothing else reads). A fused call that cuDNN refuses (a configuration its fused
+    engine lacks) is not tried again by this kernel."""
+    epilogue = list(attrs[EPILOGUE])
+    adds, relu = "add" in epilogue, "relu" in epilogue
+    fallback = _with_epilogue(ref, epilogue)
+    refused: list[str] = []
+
+    def run(env, a, x, w, *rest):
+        bias, other = _split_operands(rest, adds)
+        name = cudnn_fused_call(epilogue, _DTYPE_NAMES.get(x.dtype, ""))
+        if name is not None and not refused and _cudnn_applies(x):
+            args = _cudnn_arguments(a, x, w, bias, other)
+            if args is not None:
+                try:
+                    return getattr(torch, name)(*args)
+                except RuntimeError as e:  # cuDNN has no fused engine for this configuration
+                    refused.append(str(e))
+        y = ref(env, a, x, w, bias)
+        if adds:
+            if other.shape != y.shape or other.dtype != y.dtype:
+                return fallback(env, a, x, w, *rest)
+            y = y.add_(other)
+        return y.relu_() if relu else y
+
+    run.cudnn_refused = refused  # what cuDNN said when it refused the fused call, for benchmarks and debugging
+    return run
+
+
+_DTYPE_NAMES = {torch.float16: "f16", torch.float32: "f32", torch.bfloat16: "bf16"}
+
+
+def _cudnn_arguments(a: dict, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
+                     other: torch.Tensor | None) -> tuple | None:
+    """The positional arguments of `torch.cudnn_convolution_relu` (other None) or `_add_relu` for
+    this call, or None where they cannot express it (not 2-d, mixed dtypes, asymmetric pads, an
+    `add` operand that broadcasts)."""
+    if x.dim() != 4 or w.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
+        return None
+    strides = list(a["strides"] or [1, 1])
+    dilations = list(a["dilations"] or [1, 1])
+    pads = list(a["pads"] or [0] * 4)
+    if pads[:2] != pads[2:]:
+        return None
+    groups = int(a["groups"])
+    if bias is not None:
+        bias = bias.reshape(-1)
+    if other is None:
+        return x, w, bias, strides, pads[:2], dilations, groups
+    out = [x.shape[0], w.shape[0], *((x.shape[2 + i] + 2 * pads[i] - dilations[i] * (w.shape[2 + i] - 1) - 1)
+                                      // strides[i] + 1 for i in range(2))]
+    if list(other.shape) != out or other.dtype != x.dtype:
+        return None
+    return x, w, other, 1.0, bias, strides, pads[:2], dilations, groups

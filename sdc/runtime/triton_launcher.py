@@ -76,6 +76,8 @@ class KernelSources:
         self.error = error  # error(file, message)
         self._loaded: dict[tuple[str, str], Any] = {}
         self.tune_keys: dict[tuple[str, str], str] = {}  # (file, entry) -> tuning_key of its source
+        self._by_code: dict[str, Any] = {}  # tuning_key -> the entry loaded for it first
+        self.shared = 0  # entries served by an identical kernel loaded before (one compile for both)
 
     def read(self, rel: str) -> tuple[str, str]:
         """(source text, its SHA-256) of kernel file `rel`."""
@@ -98,12 +100,20 @@ class KernelSources:
             raise self.error(rel, "is not UTF-8 text") from None
 
     def entry(self, rel: str, name: str) -> Any:
-        """The `@triton.jit` function `name` of kernel file `rel` (each file executed once)."""
+        """The `@triton.jit` function `name` of kernel file `rel` (each file executed once). Kernels
+        whose code is the same but for their names and comments (`tuning_key`) share one function,
+        so triton compiles them once."""
         key = (rel, name)
         if key not in self._loaded:
             text, digest = self.read(rel)
-            self._loaded[key] = load_entry(text, rel, name, digest, lambda msg: self.error(rel, msg))
-            self.tune_keys[key] = tuning_key(text, name)
+            code = tuning_key(text, name)
+            if code in self._by_code:  # the same code under another name: its JITFunction, its compiles
+                self.shared += 1
+                self._loaded[key] = self._by_code[code]
+            else:
+                self._loaded[key] = self._by_code[code] = load_entry(text, rel, name, digest,
+                                                                     lambda msg: self.error(rel, msg))
+            self.tune_keys[key] = code
         return self._loaded[key]
 
 
@@ -256,6 +266,43 @@ def _dense(t: torch.Tensor, m: tuple, dims: list[int]) -> bool:
     return t.is_contiguous() and all(d is None or t.shape[j] == dims[d] for j, d in enumerate(m))
 
 
+def _flags_and_strides(spec: S.TritonKernel, tensors: list, dims: list[int]) -> tuple[dict, list[list[int]]]:
+    """The per-call constexpr flags and each tensor's strides over the domain (0 where it
+    broadcasts), for the kernel's arguments then results: what a launch passes besides pointers and
+    sizes, so what triton specializes a compile on. `tensors` need only `shape`, `stride(j)` and
+    `is_contiguous()` (the prewarm passes stand-ins, `_Probe`)."""
+    maps = [*(a.map for a in spec.args), *(r.map for r in spec.results)]
+    flags = {}
+    if spec.contiguous_flag is not None:
+        flags[spec.contiguous_flag] = int(all(_dense(t, m, dims) for t, m in zip(tensors, maps)))
+    strides: list[list[int]] = []
+    for t, m in zip(tensors, maps):
+        per_dim = [0] * len(dims)
+        for j, d in enumerate(m):
+            if d is not None and t.shape[j] != 1:
+                per_dim[d] = t.stride(j)
+        strides.append(per_dim)
+    return flags, strides
+
+
+SETTLED = 16  # signatures a launch remembers (dynamic dims: one per size seen)
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """What a call of one signature derives from its operands' shapes and strides: the grid, each
+    tensor's strides over the domain, the domain, the constexprs (configuration and flags), and per
+    result how its buffer is made (None: the `alloc` step's buffer in its slot; else shape, strides
+    and dtype of a fresh one)."""
+
+    grid: tuple[int, ...]
+    strides: tuple[tuple[int, ...], ...]
+    dims: tuple[int, ...]
+    constexprs: dict
+    num_warps: int
+    results: tuple[tuple | None, ...]
+
+
 @dataclass(frozen=True, eq=False)
 class TritonLaunch:
     """One launch of a generated kernel, ready to run (an executor instruction)."""
@@ -270,6 +317,9 @@ class TritonLaunch:
     stream: Any = None
     source_key: str = ""  # tuning_key of the kernel's source
     chosen: dict = field(default_factory=dict)  # shape key -> LaunchConfig, once tuned or read from the cache
+    # operand and result-buffer (shape, strides) -> _Settled: everything a call derives from them, so
+    # a call of a signature seen before only allocates, packs its arguments and launches (`__call__`)
+    settled: dict = field(default_factory=dict)
 
     def domain(self, tensors: list[torch.Tensor]) -> list[int]:
         dims: list[int | None] = list(self.spec.domain)
@@ -299,30 +349,28 @@ class TritonLaunch:
         tensors = [vals[s] for s in self.arg_slots]
         if self.spec.template == "custom":  # a user's kernel indexes flat: it is promised contiguous tensors
             tensors = [t.contiguous() for t in tensors]
+        key = (*((t.shape, t.stride()) for t in tensors),
+               *(None if (e := vals[s]) is None else (e.shape, e.stride()) for s in self.result_slots))
+        known = self.settled.get(key)
+        if known is not None:
+            self._launch_settled(known, tensors, vals)
+            return
         dims = self.domain(tensors)
         device = tensors[0].device if tensors else self.device
         results = []
+        fresh = []  # per result: whether this call made its buffer (else an `alloc` step's buffer)
         for r, dtype, slot in zip(self.spec.results, self.result_dtypes, self.result_slots):
             shape = [dims[d] if d is not None else 1 for d in r.map]
             existing = vals[slot]
-            if existing is not None and list(existing.shape) == shape:  # an `alloc` step's buffer
+            fresh.append(not (existing is not None and list(existing.shape) == shape))
+            if not fresh[-1]:  # an `alloc` step's buffer
                 results.append(existing)
             elif r.layout is not None:
                 physical = torch.empty([shape[p] for p in r.layout], dtype=dtype, device=device)
                 results.append(physical.permute(_inverse(r.layout)))
             else:
                 results.append(torch.empty(shape, dtype=dtype, device=device))
-        maps = [*(a.map for a in self.spec.args), *(r.map for r in self.spec.results)]
-        flags = {}
-        if self.spec.contiguous_flag is not None:
-            flags[self.spec.contiguous_flag] = int(all(_dense(t, m, dims) for t, m in zip([*tensors, *results], maps)))
-        strides: list[int] = []
-        for t, m in zip([*tensors, *results], maps):
-            per_dim = [0] * len(dims)
-            for j, d in enumerate(m):
-                if d is not None and t.shape[j] != 1:
-                    per_dim[d] = t.stride(j)
-            strides.append(per_dim)
+        flags, strides = _flags_and_strides(self.spec, [*tensors, *results], dims)
         symbols = {f"d{i}": d for i, d in enumerate(dims)}
 
         def launch(config: LaunchConfig, outputs: list[torch.Tensor]) -> None:
@@ -341,12 +389,43 @@ class TritonLaunch:
                     self.fn[grid](*params, **constexprs, num_warps=config.num_warps)
 
         try:
-            launch(self.config(dims, flags, device, tensors, results, launch), results)
+            config = self.config(dims, flags, device, tensors, results, launch)
+            launch(config, results)
         except SdcError:
             raise
         except Exception as e:
             raise SdcError(f"{self.where}: the Triton kernel '{self.spec.entry}' ({self.spec.source}) failed: "
                            f"{type(e).__name__}: {e}") from e
+        for slot, t in zip(self.result_slots, results):
+            vals[slot] = t
+        final = not self.spec.tune or _shape_key(self.spec, dims, flags) in self.chosen  # not tuned again
+        if final and len(self.settled) < SETTLED:
+            recipes = tuple((tuple(r.shape), r.stride(), r.dtype) if made else None for r, made in zip(results, fresh))
+            grid = tuple(symexpr.evaluate(g, symbols) for g in config.grid)
+            self.settled[key] = _Settled(grid, tuple(tuple(st) for st in strides), tuple(dims),
+                                         {**config.constexprs, **flags}, config.num_warps, recipes)
+
+    def _launch_settled(self, known: _Settled, tensors: list[torch.Tensor], vals: list) -> None:
+        """A call of a signature seen before: the results' buffers, the arguments, the launch."""
+        device = tensors[0].device if tensors else self.device
+        results = [vals[slot] if recipe is None else torch.empty_strided(recipe[0], recipe[1], dtype=recipe[2],
+                                                                          device=device)
+                   for slot, recipe in zip(self.result_slots, known.results)]
+        if all(g > 0 for g in known.grid):
+            params: list[Any] = []
+            for t, st in zip([*tensors, *results], known.strides):
+                params.append(t)
+                params += st
+            params += known.dims
+            try:
+                if self.stream is None:
+                    self.fn[known.grid](*params, **known.constexprs, num_warps=known.num_warps)
+                else:
+                    with torch.cuda.stream(self.stream):
+                        self.fn[known.grid](*params, **known.constexprs, num_warps=known.num_warps)
+            except Exception as e:
+                raise SdcError(f"{self.where}: the Triton kernel '{self.spec.entry}' ({self.spec.source}) failed: "
+                               f"{type(e).__name__}: {e}") from e
         for slot, t in zip(self.result_slots, results):
             vals[slot] = t
 
@@ -385,3 +464,182 @@ def prepare_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.Va
         result_slots=tuple(slots[r.value] for r in spec.results),
         result_dtypes=tuple(dtypes.to_torch(values[r.value].dtype) for r in spec.results),
         device=device, stream=stream, source_key=sources.tune_keys[(spec.source, spec.entry)])
+
+
+# ---------------------------------------------------------------- compiling the kernels at load
+
+PREWARM_ENV = "SDC_PREWARM"  # "0": each kernel compiles at its first launch (triton's default)
+
+
+@dataclass(frozen=True)
+class _Probe:
+    """A stand-in for a tensor the first call will pass: its dtype, shape and (dense) strides."""
+
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    def stride(self, j: int) -> int:
+        return self.strides[j]
+
+    def is_contiguous(self) -> bool:
+        return self.strides == _dense_strides(self.shape, None)
+
+
+def _dense_strides(shape: tuple[int, ...], layout: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The strides of a dense tensor of logical `shape` stored in `layout`'s dim order (the
+    permuted view `TritonLaunch` makes for a result with a layout)."""
+    order = list(layout) if layout is not None else list(range(len(shape)))
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(order):
+        strides[d] = step
+        step *= max(int(shape[d]), 1)
+    return tuple(strides)
+
+
+@dataclass(frozen=True)
+class WarmCall:
+    """One compile that a launch's first call needs, as `JITFunction.warmup` takes it: the tensors
+    as their dtypes (triton's MockTensor: an aligned pointer), the strides and sizes as the call will
+    pass them, the constexprs and warps. Equal calls are one compile (`key`)."""
+
+    fn: Any
+    params: tuple
+    constexprs: tuple[tuple[str, Any], ...]
+    num_warps: int
+    grid: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple:
+        return (id(self.fn), tuple(str(p) for p in self.params), self.constexprs, self.num_warps)
+
+    def compile(self) -> Any:
+        return self.fn.warmup(*self.params, grid=self.grid, **dict(self.constexprs), num_warps=self.num_warps)
+
+
+def warm_calls(launch: TritonLaunch, values: dict[str, S.Value], layouts: dict[str, tuple[int, ...] | None]
+               ) -> list[WarmCall]:
+    """The compiles `launch`'s first call will need, predicted from the plan: every configuration
+    it may run (its own and, when it tunes, each candidate), for tensors that are dense in the
+    layouts the plan gives them. Empty where the domain has a size known only at run time. A wrong
+    prediction costs one more compile at the first call, never a wrong result: triton compiles
+    whatever the real arguments specialize to."""
+    spec = launch.spec
+    if any(d is None for d in spec.domain) or spec.template == "custom":
+        return []
+    dims = [int(d) for d in spec.domain]
+    probes: list[_Probe] = []
+    for a in spec.args:
+        shape = values[a.value].shape
+        if not all(isinstance(d, int) for d in shape):
+            return []
+        probes.append(_Probe(dtypes.to_torch(values[a.value].dtype), tuple(shape),
+                             _dense_strides(tuple(shape), layouts.get(a.value))))
+    for r, dtype in zip(spec.results, launch.result_dtypes):
+        shape = tuple(dims[d] if d is not None else 1 for d in r.map)
+        probes.append(_Probe(dtype, shape, _dense_strides(shape, r.layout)))
+    flags, strides = _flags_and_strides(spec, probes, dims)
+    params: list[Any] = []
+    for probe, st in zip(probes, strides):
+        params += [probe.dtype, *st]
+    params += dims
+    symbols = {f"d{i}": d for i, d in enumerate(dims)}
+    configs = [LaunchConfig(spec.constexprs, spec.num_warps, spec.grid)]
+    if spec.tune and tuning_enabled(launch.device):
+        candidates = configs + [LaunchConfig(t.constexprs, t.num_warps, t.grid) for t in spec.tune]
+        cached = Autotuner(launch.source_key, _device_name(launch.device)).lookup(_shape_key(spec, dims, flags))
+        chosen = [c for c in candidates if cached is not None
+                  and c.as_json() == {k: cached.get(k) for k in ("constexprs", "num_warps", "grid")}]
+        configs = chosen[:1] or candidates  # tuned before: the first call runs only the cached choice
+    return [WarmCall(launch.fn, tuple(params), tuple(sorted({**c.constexprs, **flags}.items())), c.num_warps,
+                     tuple(symexpr.evaluate(g, symbols) for g in c.grid)) for c in configs]
+
+
+def plan_layouts(program: S.RankProgram) -> dict[str, tuple[int, ...] | None]:
+    """Each value's physical dim order where the plan says one: a weight's, a generated kernel's
+    result layout, a reference group's `layout_cast` result."""
+    layouts: dict[str, tuple[int, ...] | None] = {vid: v.layout for vid, v in program.values.items() if v.layout}
+    for step in program.steps:
+        if not isinstance(step, S.Launch):
+            continue
+        if step.triton is not None:
+            layouts.update({r.value: r.layout for r in step.triton.results if r.layout is not None})
+        for op in step.ops:
+            if op.op == "layout_cast" and op.attrs.get("layout") is not None:
+                layouts[op.outputs[0]] = tuple(op.attrs["layout"])
+    return layouts
+
+
+def prewarm_enabled(device: torch.device | None) -> bool:
+    setting = os.environ.get(PREWARM_ENV, "").strip().lower()
+    if setting in ("0", "false", "off", "no"):
+        return False
+    return device is not None and device.type == "cuda" and not interpreting()
+
+
+def compile_in_parallel(calls: list[WarmCall], workers: int | None = None) -> None:
+    """Compile every call at once on a thread pool, through triton's AsyncCompileMode where this
+    triton has it (each compile's key goes in the kernel's cache, so the first launch finds it);
+    a compile that fails is left for the launch, which reports it with its step."""
+    if not calls:
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = workers or max(1, min(len(calls), os.cpu_count() or 1, 16))
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        AsyncCompileMode = None  # noqa: N806 (an older triton: plain threads, each running one warmup)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sdc-triton-compile") as pool:
+        if AsyncCompileMode is not None:
+            try:
+                mode = AsyncCompileMode(pool, ignore_errors=True)
+            except TypeError:  # a triton whose mode has no ignore_errors: its exit raises the first failure
+                mode = AsyncCompileMode(pool)
+            try:
+                with mode:  # leaving it waits for every compile and puts each kernel in its cache
+                    for call in calls:
+                        try:
+                            call.compile()
+                        except Exception:
+                            pass  # the launch compiles again and says why it fails, with its step
+            except Exception:
+                pass  # likewise: a failed compile is the launch's to report
+        else:
+            current = torch.cuda.current_device() if torch.cuda.is_available() else None
+
+            def on_device(call: WarmCall) -> Any:  # a new thread's current device is cuda:0
+                if current is None:
+                    return call.compile()
+                with torch.cuda.device(current):
+                    return call.compile()
+
+            for future in [pool.submit(on_device, call) for call in calls]:
+                try:
+                    future.result()
+                except Exception:
+                    pass
+
+
+def prewarm(instructions: list, program: S.RankProgram, device: torch.device | None,
+            compile_all: Callable[[list[WarmCall]], None] | None = None) -> int:
+    """Compile the generated kernels of a loaded program now, all at once, instead of one by one
+    inside the first call; returns how many distinct compiles were started (launches of one kernel
+    function with equal arguments share one). `compile_all` runs them (default
+    `compile_in_parallel`; tests pass their own). Only on cuda, and off with SDC_PREWARM=0."""
+    if compile_all is None and not prewarm_enabled(device):
+        return 0
+    layouts = plan_layouts(program)
+    unique: dict[tuple, WarmCall] = {}
+    for launch in instructions:
+        if not isinstance(launch, TritonLaunch):
+            continue
+        try:
+            calls = warm_calls(launch, program.values, layouts)
+        except Exception:  # a prediction is an optimization: the launch itself still compiles and checks
+            continue
+        for call in calls:
+            unique.setdefault(call.key, call)
+    (compile_all or compile_in_parallel)(list(unique.values()))
+    return len(unique)

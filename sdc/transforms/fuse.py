@@ -13,7 +13,10 @@ starts its own):
   residual add, cast); it reads its operands from memory, so it starts its group;
 - a layout_cast folds into the group of its producer (the group writes its output in the new
   layout) or, when the producer cannot take it, into the group of its consumer (the group reads its
-  input that way); a group of casts only takes a convolution or matmul after it.
+  input that way); a group of casts only takes a convolution or matmul after it;
+- on targets with a Triton backend, once those groups are formed, an attention's three groups
+  (QK^T with its scale and mask, the softmax, PV) merge into one of kind "attention" where
+  `attention_pattern.match_attention` accepts them (one flash kernel, docs/codegen.md).
 
 A group never joins ops on different devices, ranks or stages (the `sdc.device`, `sdc.rank` and
 `sdc.stage` attributes), never takes a collective or an op it cannot generate code for (shape ops,
@@ -665,6 +668,10 @@ def fuse_function(fn: ir.Operation, target: str, diag: DiagnosticSink | None = N
     reader = _Reader(fn)
     graph = reader.read()
     grouping = plan_groups(graph, target)
+    if get_target(target).has_triton_backend:  # an attention's three groups become one flash kernel
+        from sdc.transforms.attention_pattern import fuse_entries, merge_attention_groups
+
+        grouping = merge_attention_groups(graph, grouping, *fuse_entries(reader.ops, reader.value_index))
     _build(reader, graph, grouping)
     return graph, grouping
 

@@ -210,6 +210,22 @@ def test_resize(mode, ctm, rng):
     assert_matches(got, want.astype(np.float32), "f32")
 
 
+@pytest.mark.parametrize("ctm", ["half_pixel", "pytorch_half_pixel", "align_corners"])
+@pytest.mark.parametrize("shape,sizes", [((2, 3, 5, 4), [8, 3]), ((1, 2, 6, 5), [1, 9]), ((2, 3, 7), [16]),
+                                         ((1, 2, 3, 4, 5), [6, 2, 5])])
+def test_resize_linear_of_spatial_dims(ctm, shape, sizes, rng):
+    # Linear resizing of every spatial dim (what upsampling layers export) runs as one torch interpolate
+    # call (indexing._interpolated); lengths of 1 and unchanged dims included.
+    x = random(rng, shape)
+    axes = list(range(2, len(shape)))
+    want = x.astype(np.float64)
+    for axis, size in zip(axes, sizes):
+        want = _resize_axis(want, axis, size, size / x.shape[axis], "linear", ctm, None, -0.75, 0.0)
+    for given in (x, np.ascontiguousarray(np.moveaxis(x, 1, -1)).transpose(0, x.ndim - 1, *range(1, x.ndim - 1))):
+        got = call("resize", given, axes=axes, sizes=sizes, mode="linear", coordinate_transformation_mode=ctm)
+        assert_matches(got, want.astype(np.float32), "f32")
+
+
 def test_resize_given_scales_drive_the_coordinates(rng):
     # scale 0.6 on 5 elements gives 3 outputs, sampled at (i + 0.5) / 0.6 - 0.5, not at 5/3 steps.
     x = random(rng, (1, 5))

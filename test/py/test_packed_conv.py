@@ -106,6 +106,29 @@ def test_convolution_with_add_relu_epilogue(packed, other_shape):
                                    **TOLERANCE)
 
 
+@pytest.mark.parametrize("xs,out_channels", [((2, 24, 1, 1), 40), ((2, 6, 5, 3), 10), ((1, 48, 8, 8), 80),
+                                             ((1, 64, 32, 32), 128)],
+                         ids=["one-pixel", "small", "64-pixels", "above-threshold"])
+@pytest.mark.parametrize("epilogue", [[], ["relu"], ["add"], ["add", "relu"]], ids=lambda e: "+".join(e) or "none")
+def test_pointwise_convolution_as_a_matrix_product(xs, out_channels, epilogue):
+    # Small 1x1 convolutions run as one BLAS product (reference_kernels._product_is_cheaper; the last case
+    # is above both thresholds: oneDNN).
+    from sdc.runtime.reference_kernels import _product_is_cheaper
+
+    assert _product_is_cheaper(xs[0] * xs[2] * xs[3], xs[1] * out_channels) == (xs[2] < 32)
+    a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1, **{EPILOGUE: epilogue})
+    w, bias = torch.randn(out_channels, xs[1], 1, 1), torch.randn(out_channels)
+    kernel = packed_conv(CONV, a, w, (None, xs[1], None, None))
+    for memory_format in (torch.contiguous_format, torch.channels_last):
+        x = torch.randn(xs).contiguous(memory_format=memory_format)
+        other = torch.randn(xs[0], out_channels, *xs[2:])
+        want = _want(x, w, bias, a) + (other.double().numpy() if "add" in epilogue else 0)
+        want = np.maximum(want, 0) if "relu" in epilogue else want
+        with torch.inference_mode():
+            got = kernel(None, a, x, w, bias, *([other] if "add" in epilogue else []))
+        np.testing.assert_allclose(got.numpy(), want, **TOLERANCE)
+
+
 class _Block(torch.nn.Module):
     """A residual block: conv + bn + relu, conv + bn, the input added, relu (ResNet's)."""
 

@@ -1,10 +1,13 @@
 """sdc-recompute: a memory budget makes a training step recompute forward activations in the backward.
 
-The search is checked on plain data (a chain of ops as a `JointGraph`); the pass end to end on an MLP
-and a transformer block training step: a budget run plans a lower peak (the artifact's memory plan,
-after fusion) than the run without one and gives bit-equal losses over several steps (recomputation
-repeats the same ops on the same values); the clones sit in the backward; a budget below what
-recomputation reaches is one error naming the minimum.
+The choice is checked on plain data (`JointGraph`s): a chain, and a matmul -> gelu -> matmul graph
+where the right cut is known (keep the matmul's output, recompute the gelu; a random op or a matmul
+is never recomputed while something cheaper fits). The pass end to end on an MLP and a transformer
+block training step: a budget run plans a lower peak than the run without one (the pass's estimate by
+the memory plan's rules) and an artifact arena within the budget, and gives bit-equal losses over
+several steps (recomputation repeats the same ops on the same values), as torch eager trains; the
+clones sit in the backward; a budget below what recomputation reaches is one error naming the minimum,
+measured on the artifacts when the estimate is wrong.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch.nn.functional as F
 import sdc
 import sdc.optim
 from sdc.diagnostics import SdcError
-from sdc.transforms.recompute import RECOMPUTED_ATTR, JointGraph, OpNode, choose
+from sdc.transforms.recompute import RECOMPUTED_ATTR, JointGraph, OpNode, choose, min_cut
 
 KIB = 1024
 
@@ -51,6 +54,40 @@ def test_choose_on_a_chain():
         choose(graph, 4 * KIB)
 
 
+def _gelu_graph(random: bool = False) -> JointGraph:
+    """x, w1, w2 (entry inputs 0-2) -> h = x @ w1 (op 0, heavy) -> a = gelu(h) (op 1) -> y = a @ w2 (op 2,
+    heavy) -> loss (op 3, an entry result); the backward reads h (gelu's derivative) and a (w2's
+    gradient). Every activation is 4 KiB. `random`: the gelu is a dropout mask instead (cost 0: never
+    recomputed)."""
+    ops = [OpNode((0, 1), (3,), True, 2 * 1024 * 64, heavy=True),
+           OpNode((3,), (4,), True, 0 if random else 1024),
+           OpNode((4, 2), (5,), True, 2 * 1024 * 64, heavy=True),
+           OpNode((5,), (6,), True, 1024),
+           OpNode((5,), (7,), False),                 # the loss's cotangent w.r.t. y
+           OpNode((4, 7), (8,), False),               # grad w2 = a^T g
+           OpNode((7, 2), (9,), False),               # g_a = g w2^T
+           OpNode((3, 9), (10,), False),              # g_h = gelu'(h) g_a
+           OpNode((0, 10), (11,), False),             # grad w1 = x^T g_h
+           OpNode((6, 8, 11), (), False)]             # the return
+    sizes = {v: 4 * KIB for v in (3, 4, 5, 7, 9, 10)}
+    return JointGraph(ops, sizes, returned=frozenset({6, 8, 11}))
+
+
+def test_min_cut_keeps_the_matmul_and_recomputes_the_gelu():
+    graph = _gelu_graph()
+    assert min_cut(graph, 1e6) == frozenset()  # recomputation dear: keep both activations
+    assert min_cut(graph, 1e-3) == frozenset({1})  # cheap: keep h, recompute a = gelu(h)
+    assert min_cut(graph, 1e-9) == frozenset({1})  # the matmul stays kept while heavy ops are kept
+    assert min_cut(graph, 1e-9, heavy=True) == frozenset({0, 1, 2})  # free flops: everything from x
+    free = choose(graph, None)
+    assert free.recompute == frozenset() and free.peak == free.peak_before
+    fitted = choose(graph, free.peak - 4 * KIB)
+    assert fitted.recompute == frozenset({1}) and fitted.peak <= free.peak - 4 * KIB
+    masked = _gelu_graph(random=True)
+    assert min_cut(masked, 1e-9) == frozenset()  # a random op is kept, whatever recomputation costs
+    assert 1 not in choose(masked, free.peak - 4 * KIB).recompute
+
+
 def _mlp() -> nn.Module:
     torch.manual_seed(3)
     return nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.GELU(),
@@ -62,19 +99,31 @@ def _data(steps: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(torch.randn(512, 16, generator=gen), torch.randint(0, 10, (512,), generator=gen)) for _ in range(steps)]
 
 
+def _planned(step) -> tuple[int, int]:
+    """The pass's estimate (peak before, peak after) recorded in the artifact's program.mlir."""
+    program = (step.program.exe.path / "program.mlir").read_text()
+    found = re.search(r"sdc.recompute = \{([^}]*)\}", program)
+    fields = dict(re.findall(r"(\w+) = (\d+)", found.group(1)))
+    return int(fields["peak_before"]), int(fields["peak"])
+
+
 def test_budget_lowers_the_planned_peak_with_the_same_losses():
     model, data = _mlp(), _data()
     runs = {}
-    for budget in (None, 900 * KIB):
+    budget = 900 * KIB
+    for limit in (None, budget):
         step = sdc.compile_train(copy.deepcopy(model), data[0], loss=F.cross_entropy,
-                                 optimizer=sdc.optim.AdamW(lr=1e-3), memory_budget=budget, target="cpu")
+                                 optimizer=sdc.optim.AdamW(lr=1e-3), memory_budget=limit, target="cpu")
         losses = [step(x, y) for x, y in data]
         program = (step.program.exe.path / "program.mlir").read_text()
-        runs[budget] = (losses, step.info()["planned_peak_bytes"], program.count(RECOMPUTED_ATTR), step.state_dict())
-    (free_losses, free_peak, free_clones, free_params), (losses, peak, clones, params) = runs.values()
+        runs[limit] = (losses, step.info()["planned_peak_bytes"], program.count(RECOMPUTED_ATTR), step.state_dict(),
+                       step)
+    (free_losses, free_peak, free_clones, free_params, _), (losses, peak, clones, params, step) = runs.values()
     assert free_clones == 0 and clones > 0
-    assert peak < free_peak, (peak, free_peak)
-    assert peak <= 900 * KIB
+    before, after = _planned(step)
+    assert after <= budget < before  # the estimate by the memory plan's rules
+    assert peak <= budget, (peak, free_peak)  # the artifact's arena (the reported planned peak)
+    assert peak < free_peak  # the real arena falls with recomputation, not only the estimate
     assert losses == free_losses  # the same ops on the same values: bit for bit
     for name in free_params:
         assert torch.equal(params[name], free_params[name]), name
@@ -106,9 +155,9 @@ def _token_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def test_transformer_block_budget_lowers_the_planned_peak_with_the_same_losses():
-    """A transformer block (its free peak is 569 KiB and recomputation reaches 369 KiB): a 450 KiB budget
-    plans a lower peak, the pass's own estimate within the budget, with bit-equal losses and parameters,
-    and both runs train as torch eager does."""
+    """A transformer block: a 450 KiB budget, below the pass's estimate without recomputation, plans a
+    lower peak within the budget, and an artifact arena within it, with bit-equal losses and
+    parameters; both runs train as torch eager does."""
     torch.manual_seed(int(torch.randint(1 << 30, ())))
     model = _Block()
     gen = torch.Generator().manual_seed(int(torch.randint(1 << 30, ())))
@@ -120,13 +169,14 @@ def test_transformer_block_budget_lowers_the_planned_peak_with_the_same_losses()
                                  memory_budget=limit, target="cpu")
         losses = [step(x, y) for x, y in data]
         program = (step.program.exe.path / "program.mlir").read_text()
-        planned = re.search(r"sdc.recompute = \{[^}]*\bpeak = (\d+)", program)
         runs[limit] = (losses, step.info()["planned_peak_bytes"], program.count(RECOMPUTED_ATTR),
-                       int(planned.group(1)) if planned else None, step.state_dict())
-    (free_losses, free_peak, free_clones, _, free_params), (losses, peak, clones, estimate, params) = runs.values()
+                       _planned(step) if limit else None, step.state_dict())
+    (free_losses, free_peak, free_clones, _, free_params), (losses, peak, clones, planned, params) = runs.values()
+    before, after = planned
     assert free_clones == 0 and clones > 0
-    assert peak < free_peak, (peak, free_peak)
-    assert estimate <= budget  # the search's measure; the arena adds the placement's fragmentation
+    assert after <= budget < before
+    assert peak <= budget, (peak, free_peak)
+    assert peak < free_peak
     assert losses == free_losses
     for name in free_params:
         assert torch.equal(params[name], free_params[name]), name
@@ -178,3 +228,21 @@ def test_errors():
     module, _, _ = import_model(nn.Linear(4, 2), example_args=(torch.randn(3, 4),))
     with pytest.raises(SdcError, match="sdc-recompute runs after sdc-autodiff"):
         run_pipeline(module, ["sdc-recompute{memory-budget=1000}"])
+
+
+
+def test_the_measured_search_bisects_for_the_least_recomputation_that_fits():
+    """sdc.compile_train's search over the cuts when an artifact misses the budget, on plain data: the
+    first cut whose measured arena fits, in few measurements, else None and the lowest measured."""
+    from sdc.train import first_fitting_cut
+
+    arenas = [900, 880, 700, 650, 640, 500, 480, 470]
+    seen = []
+
+    def measure(k: int) -> int:
+        seen.append(k)
+        return arenas[k]
+
+    assert first_fitting_cut(measure, len(arenas), 650) == (3, 650) and len(seen) <= 4
+    assert first_fitting_cut(arenas.__getitem__, len(arenas), 100) == (None, 470)
+    assert first_fitting_cut(arenas.__getitem__, len(arenas), 10_000)[0] == 0

@@ -92,9 +92,9 @@ UNARY = {
     ),
     "hard_sigmoid": (
         lambda x, a: np.clip(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1), (-6, 6), ("f32",),
-        [{}, {"alpha": 0.3, "beta": 0.4}],
+        [{}, {"alpha": 0.3, "beta": 0.4}, {"alpha": 0.1666666716337204, "beta": 0.5}],  # the last: torch's
     ),
-    "hard_swish": (lambda x, a: x * np.clip(x / 6 + 0.5, 0, 1), (-6, 6), ("f32",), [{}]),
+    "hard_swish": (lambda x, a: x * np.clip(x / 6 + 0.5, 0, 1), (-6, 6), ("f32", "f64", "bf16"), [{}]),
     "not": (lambda x, a: np.logical_not(x), (0, 1), ("i1",), [{}]),
     "bitwise_not": (lambda x, a: np.invert(x), (-100, 100), ("i32", "i8", "i1"), [{}]),
     "clip": (
@@ -213,6 +213,23 @@ def test_integer_pow():
     x = np.array([[-3, -2, 0, 2, 3]], dtype=np.int32)
     y = np.array([[0], [1], [3]], dtype=np.int32)
     assert_matches(call("pow", x, y), np.power(x, y), "i32")
+
+
+@pytest.mark.parametrize("exponent_shape", [(), (1,), (1, 1, 1), (1, 1, 1, 1)], ids=str)
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_pow_with_a_one_element_exponent(exponent_shape, dtype, rng):
+    # GELU's x ** 3: a one-element exponent runs as a Python number (a rank above x's keeps the tensor path).
+    from sdc.runtime.executor import _direct_kernel
+    from sdc.dialect.shapes import TensorSpec
+
+    x = random(rng, (2, 3, 4), dtype, 0.3, 3)
+    for value in (3.0, 0.5, -1.5, 2.0):
+        y = np.full(exponent_shape, value, dtype=x.dtype)
+        got = call("pow", x, y)
+        assert got.shape == np.broadcast_shapes(x.shape, y.shape)
+        assert_matches(got, np.power(as_float64(x), as_float64(y)), dtype)
+    spec = TensorSpec((3,), "f32")
+    assert _direct_kernel("pow", {}, (spec, spec)) is None  # the executor runs the reference function
 
 
 @pytest.mark.parametrize("name,fn", [("max", np.fmax), ("min", np.fmin)])

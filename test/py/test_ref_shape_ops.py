@@ -28,6 +28,23 @@ def test_gather_scalar_index_and_integer_data(rng):
     assert_matches(call("gather", data, index, axis=0), data[-2], "i32")
 
 
+@pytest.mark.parametrize("dtype", ["ui32", "ui64", "i1", "f16"])
+def test_gather_other_element_types(dtype, rng):
+    data = random(rng, (5, 3), dtype, 0, 2**31) if dtype.startswith("ui") else random(rng, (5, 3), dtype)
+    indices = np.array([[4, -1, 0]], dtype=np.int64)
+    assert_matches(call("gather", data, indices, axis=0), np.take(data, indices, axis=0), dtype)
+    assert_matches(call("gather", data, indices[:, 1:], axis=1), np.take(data, indices[:, 1:], axis=1), dtype)
+
+
+def test_gather_index_out_of_range_fails():
+    import torch
+
+    with pytest.raises((IndexError, RuntimeError)):
+        call("gather", np.ones((4, 2), np.float32), np.array([4], np.int64), axis=0)
+    with pytest.raises((IndexError, RuntimeError)):
+        call("gather", np.ones((2, 4), np.float32), torch.tensor([-5]), axis=1)
+
+
 def test_gather_against_onnxruntime(rng):
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper

@@ -3,6 +3,8 @@ jax training (jax.grad and a hand-written update) and torch eager training of th
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -232,6 +234,32 @@ def test_cli_training_errors(tmp_path, capsys):
     assert main(["train", str(tmp_path / "nothing")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: checkpoint ") and err.count("\n") == 1
+
+
+def test_onnx_named_batch_dim_is_bound_to_one_size_or_one_error(tmp_path, capsys):
+    """The MLP's batch dim is the named dim N: `N=6` (`--input-shape N=6`) fixes the step's batch, which
+    then trains as torch eager does (another batch size is the runtime's shape error); a range or no
+    binding is one error saying what to give (autodiff needs static shapes: one artifact per size)."""
+    rng = np.random.default_rng()
+    model = TorchMLP()
+    proto = onnx_mlp(model)
+    step = sdc.compile_train(proto, None, loss="mse", optimizer=sdc.optim.SGD(lr=0.1), input_shapes={"N": 6})
+    assert [t.shape for t in step.inputs] == [(6, 4), (6, 3)]
+    data = [(normal(rng, 6, 4), normal(rng, 6, 3)) for _ in range(3)]
+    got = [step(x, y) for x, y in data]
+    np.testing.assert_allclose(got, torch_training(model, data, F.mse_loss, lambda ps: torch.optim.SGD(ps, lr=0.1)),
+                               **TOL)
+    with pytest.raises(SdcError, match=r"input 'x' has shape \[3, 4\], expected \[6, 4\]"):
+        step(normal(rng, 3, 4), normal(rng, 3, 3))
+    message = ("training needs static shapes: the model's output is f32[N, 3]; a step is compiled for one batch "
+               "size: give --input-shape N=SIZE (or example_batch)")
+    with pytest.raises(SdcError, match=re.escape(message)):
+        sdc.compile_train(proto, None, loss="mse", optimizer=sdc.optim.SGD(lr=0.1), input_shapes={"N": "1..64"})
+    path = tmp_path / "mlp.onnx"
+    onnx.save(proto, str(path))
+    assert main(["compile", str(path), "--train", "--loss", "mse", "--input-shape", "N=1..64",
+                 "-o", str(tmp_path / "step.sdc")]) == 1
+    assert capsys.readouterr().err == f"error: {message}\n"
 
 
 def _compiled_options(out) -> dict:

@@ -1,7 +1,9 @@
 """Mixed-precision training against torch eager: bf16 against torch.autocast, fp16 with dynamic loss
 scaling against torch.autocast + torch.amp.GradScaler (the same init scale and growth interval), 10
-steps of an MLP with AdamW; the master weights and optimizer state stay f32. And a forced overflow:
-the step is skipped (parameters, moments and the step counter unchanged), the scale halves.
+steps of an MLP with AdamW; the master weights and optimizer state stay f32. A CNN with a
+training-mode batch norm the same way (SGD-momentum): losses, parameters and running statistics,
+which stay f32 state. And a forced overflow: the step is skipped (parameters, moments and the step
+counter unchanged), the scale halves.
 """
 
 from __future__ import annotations
@@ -81,6 +83,54 @@ def test_matches_torch_autocast(precision):
         assert info["skipped_steps"] == 0 and info["loss_scale"] == scaler.get_scale() == 2.0 ** 15
     else:
         assert info["loss_scale"] is None and "loss_scale" not in step.program.state
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_batch_norm_training_matches_torch_autocast(precision):
+    """Conv -> training-mode BatchNorm -> ReLU -> Linear, 5 SGD-momentum steps. torch.autocast runs the
+    conv low and the batch norm on its low input with f32 statistics, as sdc-mixed-precision does;
+    the running statistics are f32 state, updated every step (bf16 rounding of the batch variance
+    gives them a few bf16 ulps of difference)."""
+    torch.manual_seed(int(torch.randint(1 << 30, ())))
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(8 * 6 * 6, 5))
+    gen = torch.Generator().manual_seed(int(torch.randint(1 << 30, ())))
+    data = [(torch.randn(16, 3, 6, 6, generator=gen), torch.randint(0, 5, (16,), generator=gen)) for _ in range(5)]
+    scaler_options = dict(init_scale=2.0 ** 12, growth_interval=2)
+    optimizer = sdc.optim.SGD(lr=0.05, momentum=0.9, loss_scaler=sdc.optim.LossScaler(**scaler_options)
+                              if precision == "fp16" else None)
+    step = sdc.compile_train(copy.deepcopy(model), data[0], loss=F.cross_entropy, optimizer=optimizer,
+                             precision=precision, target="cpu")
+    losses = [step(x, y) for x, y in data]
+    reference = copy.deepcopy(model)
+    opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+    scaler = torch.amp.GradScaler("cpu", **scaler_options) if precision == "fp16" else None
+    expected = []
+    for x, y in data:
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=TORCH_DTYPE[precision]):
+            loss = F.cross_entropy(reference(x), y)
+        if scaler is None:
+            loss.backward()
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        expected.append(loss.item())
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(expected), **TOLERANCE[precision])
+    mine = step.state_dict()
+    for name, want in reference.state_dict().items():
+        assert mine[name].dtype == want.dtype, name  # f32 parameters and statistics, the i64 counter
+        tol = dict(rtol=2e-2, atol=2e-2) if precision == "bf16" else dict(rtol=5e-3, atol=5e-3)
+        torch.testing.assert_close(mine[name], want, **tol, msg=lambda m: f"{name}: {m}")
+    assert int(mine["1.num_batches_tracked"]) == 5
+    assert not torch.equal(mine["1.running_var"], model.state_dict()["1.running_var"])
+    assert all(t.dtype == torch.float32 for n, t in step.program.state.items() if "num_batches" not in n)
+    low = {"bf16": "bf16", "fp16": "f16"}[precision]
+    assert f"x{low}>" in (step.program.exe.path / "program.mlir").read_text()
+    if precision == "fp16":
+        assert step.info()["loss_scale"] == scaler.get_scale() and step.skipped_steps == 0
 
 
 def test_overflow_skips_the_step_and_halves_the_scale():

@@ -22,7 +22,7 @@ from sdc.codegen.triton.renderer import contiguous_offsets
 from sdc.diagnostics import SdcError
 from sdc.interpreter import interpret
 from triton_support import (TORCH_DTYPE, compile_cuda, interpreter, launches, record_constexprs,  # noqa: F401
-                            rng)
+                            rng, triton_launches)
 
 # rows past the end of a multi-row program compute on masked-out zeros (log(0), inf * 0) and are never
 # stored: numpy, which runs the interpreter, warns about them
@@ -112,6 +112,24 @@ def test_dense_operands_take_the_flat_index_fast_path(tmp_path, rng):
     check(DENSE, exe, inputs(2, randn((2, 5, 6), "f32", rng).transpose(1, 2)), "f32")  # x is a transposed view
     check(DENSE, exe, inputs(1), "f32")
     assert [c["CONTIG"] for c in calls] == [1, 0, 1]
+
+
+def test_a_signature_seen_before_launches_what_it_derived_then(tmp_path, rng):
+    """A launch remembers, per operand shapes and strides, the grid, strides and flags it derived: a
+    repeated signature reuses them, a new one (another batch, a transposed operand) derives its own."""
+    exe = compile_cuda(DENSE, tmp_path / "dense.sdc")
+    (launch,) = triton_launches(exe)
+    (calls,) = record_constexprs(exe)
+
+    def inputs(batch: int, transposed: bool):
+        x = randn((batch, 5, 6), "f32", rng).transpose(1, 2) if transposed else randn((batch, 6, 5), "f32", rng)
+        return [x, randn((5,), "f32", rng), randn((batch, 6, 1), "f32", rng), randn((6, 5), "f32", rng)]
+
+    for batch, transposed in [(3, False), (3, True), (3, False), (3, True), (4, False), (3, False)]:
+        check(DENSE, exe, inputs(batch, transposed), "f32")
+    assert [c["CONTIG"] for c in calls] == [1, 0, 1, 0, 1, 1]
+    assert [c["grid"] for c in calls] == [((90 + 1023) // 1024,)] * 4 + [((120 + 1023) // 1024,), ((90 + 1023) // 1024,)]
+    assert len(launch.settled) == 3
 
 
 def test_which_maps_have_flat_offsets():

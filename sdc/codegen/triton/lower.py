@@ -119,6 +119,14 @@ def lower_group(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequence
     `supported`: the elementwise op names the renderer has a method for; `weight(vid)` gives a
     weight's tensor, so that one-element weights become constants in the source;
     `input_precision`: how a matmul of f32 operands uses the tensor cores (`DOT_PRECISIONS`)."""
+    if any(e["op"] == "conv" for e in ops):
+        from sdc.codegen.triton.conv import lower_conv
+
+        return lower_conv(ops, inputs, outputs, values, supported, weight, input_precision)
+    from sdc.codegen.triton.attention import is_attention, lower_attention
+
+    if is_attention(ops):  # softmax(Q K^T ...) V as one flash kernel (attention.py)
+        return lower_attention(ops, inputs, outputs, values, supported, weight, input_precision)
     if any(e["op"] == "matmul" for e in ops):
         return _MatmulLowering(ops, inputs, outputs, values, supported, weight, input_precision).run()
     return _Lowering(ops, inputs, outputs, values, supported, weight).run()

@@ -26,6 +26,7 @@ from typing import Any
 
 from dataclasses import dataclass
 
+from sdc.codegen.triton.attention import ATTENTION, attention_blocks, attention_grid, render_attention
 from sdc.codegen.triton.lower import ELEMENTWISE, MATMUL, KernelProgram, Node
 
 _STORAGE = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64", "i1": "tl.int1",
@@ -172,6 +173,19 @@ class TritonRenderer:
                             MatmulConfig(128, 64, 32, num_warps=4, num_stages=3)),
     }
 
+    # The conv template (conv.py): its implicit GEMM is (N*OH*OW) x Cout x (KH*KW*Cin), large in M, so
+    # it starts from the matmul template's large tiles; BLOCK_K steps through Cin (a ResNet layer's 64-2048).
+    conv_configs = {"f32": MatmulConfig(128, 64, 32, num_warps=4, num_stages=3),
+                    "16": MatmulConfig(128, 128, 64, num_warps=8, num_stages=3)}
+    conv_tune = {"16": (MatmulConfig(128, 64, 64, num_warps=4, num_stages=4),
+                        MatmulConfig(64, 128, 64, num_warps=4, num_stages=4),
+                        MatmulConfig(128, 256, 64, num_warps=8, num_stages=3),
+                        MatmulConfig(256, 128, 64, num_warps=8, num_stages=3),
+                        MatmulConfig(64, 64, 64, num_warps=4, num_stages=4),
+                        MatmulConfig(128, 128, 32, num_warps=4, num_stages=4)),
+                 "f32": (MatmulConfig(64, 64, 32, num_warps=4, num_stages=4),
+                         MatmulConfig(128, 128, 32, num_warps=8, num_stages=3))}
+
     unary_ops = frozenset({
         "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "erf", "sin", "cos",
         "floor", "ceil", "relu", "silu", "softplus", "softsign", "mish", "gelu", "leaky_relu", "elu", "selu",
@@ -212,16 +226,24 @@ class TritonRenderer:
 
     def tune_blocks(self, program: KernelProgram) -> list[dict[str, int]]:
         """Every launch configuration worth timing, `plan_blocks` first (only matmuls have more)."""
-        if program.template != MATMUL:
+        if program.template == ATTENTION:
+            return attention_blocks(program)
+        if program.template == "conv":
+            from sdc.codegen.triton.conv import conv_candidates
+
+            candidates = conv_candidates(self, program)
+        elif program.template == MATMUL:
+            candidates = self.matmul_candidates(program)
+        else:
             return [self.plan_blocks(program)]
         return [{"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m,
-                 "num_warps": c.num_warps, "num_stages": c.num_stages} for c in self.matmul_candidates(program)]
+                 "num_warps": c.num_warps, "num_stages": c.num_stages} for c in candidates]
 
     def plan_blocks(self, program: KernelProgram) -> dict[str, int]:
         """The constexprs of the kernel: BLOCK and CONTIG (elementwise), RBLOCK, ROWS and whether the
         row loops (row), BLOCK_M/N/K and GROUP_M (matmul), with the launch options num_warps and
         num_stages."""
-        if program.template == MATMUL:
+        if program.template in (MATMUL, "conv", ATTENTION):
             return self.tune_blocks(program)[0]
         if program.template == ELEMENTWISE:
             numel = _static_numel(program.domain)
@@ -258,6 +280,12 @@ class TritonRenderer:
     def grid(self, program: KernelProgram, blocks: dict[str, int]) -> list[str]:
         """The launch grid as dim expressions over the domain sizes d0, d1, ... (sdc.dialect.symexpr)."""
         dims = [f"d{i}" for i in range(len(program.domain))]
+        if program.template == ATTENTION:
+            return attention_grid(program, blocks)
+        if program.template == "conv":
+            from sdc.codegen.triton.conv import conv_grid
+
+            return conv_grid(blocks)
         if program.template == MATMUL:
             *batch, m, n, _ = dims
             tiles = [f"(({m} + {blocks['BLOCK_M'] - 1}) // {blocks['BLOCK_M']})",
@@ -272,7 +300,11 @@ class TritonRenderer:
     def render(self, program: KernelProgram, entry: str, blocks: dict[str, int]) -> str:
         self.helpers = set()
         self.globals: list[str] = []
-        body = (self._matmul(program) if program.template == MATMUL
+        if program.template == "conv":
+            from sdc.codegen.triton.conv import render_conv
+        body = (render_attention(self, program) if program.template == ATTENTION
+                else render_conv(self, program) if program.template == "conv"
+                else self._matmul(program) if program.template == MATMUL
                 else self._elementwise(program) if program.template == ELEMENTWISE
                 else self._row(program, looped=bool(blocks.get("looped"))))
         rank = len(program.domain)

@@ -489,9 +489,43 @@ def _resize_axis(x: torch.Tensor, axis: int, index: torch.Tensor, weights: torch
     return (taps * w).sum(dim=axis + 1)
 
 
+_INTERPOLATE_MODES = {3: "linear", 4: "bilinear", 5: "trilinear"}
+
+
+def _interpolated(a: dict, x: torch.Tensor, axes: list[int], sizes: list[int]) -> torch.Tensor | None:
+    """`linear` resizing of the spatial dims as one torch `interpolate` call, where its coordinates are
+    ONNX's: half_pixel (and pytorch_half_pixel, whose lengths-of-1 rule torch lacks) or align_corners,
+    each dim's scale its output/input length, no antialias or exclude_outside; None elsewhere. The
+    general path gathers taps and sums them per axis, through int64 indices and f64 weights: 1.2 ms
+    where this takes 0.1 ms on the segmentation model's upsampling."""
+    if a["mode"] != "linear" or a["antialias"] or a["exclude_outside"] or x.dim() not in _INTERPOLATE_MODES:
+        return None
+    if x.dtype not in (torch.float32, torch.float64):
+        return None
+    out = list(x.shape)
+    for ax, n in zip(axes, sizes):
+        out[ax] = n
+    if out[:2] != list(x.shape[:2]) or 0 in out or 0 in x.shape:
+        return None
+    if a["scales"] and not all(math.isclose(s, out[ax] / x.shape[ax], rel_tol=1e-6)
+                               for s, ax in zip(a["scales"], axes)):
+        return None
+    mode = a["coordinate_transformation_mode"]
+    if mode == "half_pixel" or (mode == "pytorch_half_pixel" and min(out[2:]) > 1):
+        corners = False
+    elif mode == "align_corners":
+        corners = True
+    else:
+        return None
+    return torch.nn.functional.interpolate(x, size=out[2:], mode=_INTERPOLATE_MODES[x.dim()], align_corners=corners)
+
+
 def _resize_ref(env, a, x):
     axes = [ax % x.dim() for ax in a["axes"]]
     sizes = [env.dim(d) for d in a["sizes"]]
+    fast = _interpolated(a, x, axes, sizes)
+    if fast is not None:
+        return fast
     roi = a["roi"]
     nearest = a["mode"] == "nearest"
     y = x if nearest else x.to(_compute_dtype(x))

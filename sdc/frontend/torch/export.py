@@ -2,7 +2,9 @@
 
 `export_program` runs `torch.export.export` (non-strict: the model's Python runs as it is, with
 fake tensors) and `run_decompositions` to the core ATen op set, so the importer sees ~190 ops
-instead of ~2000 (with every view traced as a reshape: `views_as_reshapes`). `source_location`
+instead of ~2000 (with every view traced as a reshape: `views_as_reshapes`). Where every node of a
+fresh export has a one-node rewrite (local_decomp.py: convolution nets, MLPs), the graph is lowered
+in place instead, without the retrace that costs seconds. `source_location`
 picks a node's place in the user's code from its stack trace; `check_supported` reports every
 ATen op the importer lacks, with those places, in one error before any IR is built.
 """
@@ -19,6 +21,7 @@ import torch
 import torch.fx
 
 from sdc.diagnostics import SdcError
+from sdc.frontend.torch.local_decomp import lower_locally
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -61,9 +64,12 @@ def export_program(model: Any, example_args: Sequence[Any] | None, example_kwarg
     else:
         raise SdcError(f"the torch frontend compiles a torch.nn.Module or a torch.export.ExportedProgram, "
                        f"found {type(model).__module__}.{type(model).__name__}")
+    table = decomposition_table()
+    if program is not model and lower_locally(program, table) is None:  # our own export: changed in place
+        return program
     try:
         with views_as_reshapes(program):
-            return program.run_decompositions(decomposition_table())
+            return program.run_decompositions(table)
     except Exception as e:
         raise SdcError(f"decomposing the exported program to core ATen failed: {_first_line(e)}") from e
 

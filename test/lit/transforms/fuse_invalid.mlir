@@ -36,7 +36,7 @@ func.func @result_type(%x: tensor<4xf32>) -> tensor<8xf32> {
 // -----
 
 func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'sdc.fusion' op kind must be one of elementwise, reduction, contraction, convolution, pooling, layout, found "magic"}}
+  // expected-error @+1 {{'sdc.fusion' op kind must be one of elementwise, reduction, contraction, convolution, pooling, layout, attention, found "magic"}}
   %0 = "sdc.fusion"() ({
     %1 = "sdc.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
     "sdc.yield"(%1) : (tensor<4xf32>) -> ()

@@ -1,0 +1,296 @@
+"""The `conv` template of the Triton codegen: a 2-d convolution as an implicit GEMM, epilogue fused.
+
+A group `[layout_cast...] conv [elementwise epilogue...]` (the bias the planner merged into the
+convolution, then residual add, relu or any other elementwise op, a cast) becomes one kernel. The
+GEMM is M = N*OH*OW output pixels by Cout output channels, contracting over K = KH*KW*Cin; no
+im2col buffer is written: each program's `[BLOCK_M, BLOCK_K]` slice of the patch matrix is loaded
+straight from the input with the window's offsets, zero where the window reads padding.
+
+Domain (the launcher's mechanism, docs/codegen.md): `(N, OH, OW, Cout, Cin, KH, KW, H, W)`. The
+input `[N, C, H, W]` maps onto dims (0, 4, 7, 8), the weight `[O, C, KH, KW]` onto (3, 4, 5, 6), the
+result and every epilogue tensor onto (0, 3, 1, 2). Every access goes through the strides the
+launcher passes, so NHWC activations (channels-last, C the unit stride: the K loop runs along C
+innermost and reads 16-byte vectors) and any weight layout take the same kernel. Strides, padding
+and dilation are literals of the source; the batch may be dynamic, the image size may not (the
+launcher learns a result's size from the operands' sizes, and OH/OW appear in none).
+
+Not here (the group stays a reference group, with its reason): grouped and depthwise convolutions,
+spatial ranks other than 2, f64 or integer operands, a prologue other than layout casts, an
+epilogue that reads the convolution's own input or weight.
+
+Which of the two cuda paths a convolution group takes (this template, or one fused cuDNN call
+through torch: sdc/runtime/reference_kernels.py) is `SDC_CONV_KERNEL` at compile time: `cudnn`
+(the default until the H200 benchmark says otherwise) or `triton`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sdc.codegen.triton.lower import (DOT_PRECISIONS, MATMUL_DTYPES, ROW_OPS, KernelProgram, LoweringError, Node,
+                                      TensorArg, _Lowering)
+from sdc.diagnostics import SdcError
+
+CONV = "conv"
+
+# The domain dims, by name (docs above).
+BATCH, OUT_H, OUT_W, OUT_C, IN_C, KER_H, KER_W, IN_H, IN_W = range(9)
+RESULT_MAP = (BATCH, OUT_C, OUT_H, OUT_W)  # [N, O, OH, OW] onto the domain
+INPUT_MAP = (BATCH, IN_C, IN_H, IN_W)
+WEIGHT_MAP = (OUT_C, IN_C, KER_H, KER_W)
+
+# The physical order the planner stores a conv kernel's weight in (plan.py `_lay_out_conv_weight`):
+# [KH, KW, Cin, Cout], so a tap's [BLOCK_K, BLOCK_N] weight tile has unit stride along Cout (the tile's
+# fast dim) instead of the KH*KW*Cin stride of the frontends' [Cout, Cin, KH, KW].
+CONV_WEIGHT_LAYOUT = (2, 3, 1, 0)
+
+CONV_KERNEL_ENV = "SDC_CONV_KERNEL"
+CONV_KERNELS = ("cudnn", "triton")
+DEFAULT_CONV_KERNEL = "cudnn"  # until the H200 measurement (bench/kernels_gpu.py, conv row) says otherwise
+
+
+def conv_kernel_choice() -> str:
+    """Which path cuda convolution groups take: `$SDC_CONV_KERNEL`, `cudnn` when unset."""
+    choice = os.environ.get(CONV_KERNEL_ENV, "").strip().lower() or DEFAULT_CONV_KERNEL
+    if choice not in CONV_KERNELS:
+        raise SdcError(f"{CONV_KERNEL_ENV}={os.environ[CONV_KERNEL_ENV]!r}: expected one of {', '.join(CONV_KERNELS)}")
+    return choice
+
+
+def lower_conv(ops, inputs, outputs, values, supported, weight, input_precision: str) -> KernelProgram:
+    """The `conv` program of a convolution group, when SDC_CONV_KERNEL selects the template."""
+    if conv_kernel_choice() != "triton":
+        raise LoweringError(f"convolution through one fused cuDNN call ({CONV_KERNEL_ENV}=triton selects the "
+                            "generated implicit-GEMM template)")
+    return _ConvLowering(ops, inputs, outputs, values, supported, weight, input_precision).run()
+
+
+class _ConvLowering(_Lowering):
+    def __init__(self, ops, inputs, outputs, values, supported, weight, input_precision: str):
+        super().__init__(ops, inputs, outputs, values, supported, weight)
+        if input_precision not in DOT_PRECISIONS:
+            raise ValueError(f"input_precision must be one of {DOT_PRECISIONS}, found {input_precision!r}")
+        self.input_precision = input_precision
+
+    def run(self) -> KernelProgram:
+        if not self.outputs:
+            raise LoweringError("the group writes nothing")
+        at = [i for i, e in enumerate(self.ops) if e["op"] == "conv"]
+        if len(at) != 1:
+            raise LoweringError(f"{len(at)} 'sdc.conv' ops in one group")
+        conv = self.ops[at[0]]
+        alias: dict[str, str] = {}  # a layout_cast's result -> the value it re-lays out
+        for e in self.ops[:at[0]]:
+            if e["op"] != "layout_cast" or e["outputs"][0] in self.outputs:
+                raise LoweringError(f"'sdc.{e['op']}' before 'sdc.conv' (the conv template fuses an epilogue, "
+                                    "not a prologue)")
+            alias[e["outputs"][0]] = alias.get(e["inputs"][0], e["inputs"][0])
+        epilogue = self.ops[at[0] + 1:]
+        for e in epilogue:
+            self._check_op(e)
+            if e["op"] in ROW_OPS or e["op"] == "conv":
+                raise LoweringError(f"'sdc.{e['op']}' after 'sdc.conv' (its epilogue is elementwise)")
+        x_id, w_id = (alias.get(v, v) for v in conv["inputs"][:2])
+        bias_id = conv["inputs"][2] if len(conv["inputs"]) > 2 else None
+        x, w, out_id = self.values[x_id], self.values[w_id], conv["outputs"][0]
+        a = conv["attrs"]
+        if len(x["shape"]) != 4:
+            raise LoweringError(f"'sdc.conv' with {len(x['shape']) - 2} spatial dims (the template is 2-d)")
+        if int(a.get("groups", 1)) != 1:
+            raise LoweringError(f"'sdc.conv' with groups = {a['groups']} (the template has groups = 1)")
+        dtype = x["dtype"]
+        if dtype not in MATMUL_DTYPES or w["dtype"] != dtype or (bias_id and self.values[bias_id]["dtype"] != dtype):
+            raise LoweringError(f"'sdc.conv' of {dtype} x {w['dtype']} (the template convolves "
+                                f"{'/'.join(sorted(MATMUL_DTYPES))})")
+        out_shape = list(self.values[out_id]["shape"])
+        n, cout, oh, ow = out_shape
+        if not (isinstance(oh, int) and isinstance(ow, int)):
+            raise LoweringError("'sdc.conv' with a dynamic image size (the template's result size is compiled)")
+        for vid in self.outputs:
+            if list(self.values[vid]["shape"]) != out_shape:
+                raise LoweringError(f"result '{vid}' has shape {list(self.values[vid]['shape'])}, the convolution "
+                                    f"{out_shape}")
+        _, cin, h, wd = x["shape"]
+        _, _, kh, kw = w["shape"]
+        self.template = CONV
+        self.rank = 9
+        self.domain = tuple(d if isinstance(d, int) else None for d in (n, oh, ow, cout, cin, kh, kw, h, wd))
+        for vid in self.outputs:
+            self._set_map(vid, RESULT_MAP)
+        for e in reversed(epilogue):
+            if e["outputs"][0] in self.maps:
+                self._map_operands(e, self.maps[e["outputs"][0]])
+        if out_id not in self.maps:
+            raise LoweringError("nothing in the group reads the convolution")
+        if self.maps[out_id] != tuple(None if d == 1 else m for m, d in zip(RESULT_MAP, out_shape)):
+            raise LoweringError(f"the convolution is read with the index map {list(self.maps[out_id])}")
+        if x_id in self.maps or w_id in self.maps:
+            raise LoweringError("the epilogue reads the convolution's own input or weight")
+
+        def operand(vid: str, m: tuple) -> int:
+            shape = self.values[vid]["shape"]
+            self.args.append(TensorArg(vid, dtype, tuple(None if shape[j] == 1 else d for j, d in enumerate(m))))
+            return len(self.args) - 1
+
+        n_dims = len(a.get("strides") or []) or 2
+        attrs: dict[str, Any] = {
+            "input": operand(x_id, INPUT_MAP), "weight": operand(w_id, WEIGHT_MAP),
+            "strides": list(a.get("strides") or [1] * n_dims), "dilations": list(a.get("dilations") or [1] * n_dims),
+            "pads": list(a.get("pads") or [0] * (2 * n_dims)),
+            **({"input_precision": self.input_precision} if dtype == "f32" else {})}
+        out_dtype = self.values[out_id]["dtype"]
+        product = self._node("conv", (), out_dtype, row=True, attrs=attrs)
+        if bias_id is not None:
+            self._set_map(bias_id, (OUT_C,))
+            product = self._node("add", (product, self._operand(bias_id)), out_dtype, row=True)
+        self.env[out_id] = product
+        live = [e for e in epilogue if e["outputs"][0] in self.maps]
+        for e in live:
+            self._lower(e)
+        tile: dict[int, bool] = {}
+        for node in self.nodes:
+            tile[node.id] = node.op == "conv" or any(tile[i] for i in node.args)
+        results = self._results()
+        for r, node_id in results:
+            if not tile[node_id]:
+                raise LoweringError(f"result '{r.value}' does not depend on the convolution")
+        names = [*(e["op"] for e in self.ops[:at[0]]), "conv", *(e["op"] for e in live)]
+        return KernelProgram(CONV, self.domain, self.args, results, self.nodes, names)
+
+    def _is_row(self, vid: str) -> bool:
+        return any(d is not None for d in self.maps[vid])
+
+
+def conv_weight(program: KernelProgram) -> str:
+    """The value id of a conv program's weight operand."""
+    (node,) = [n for n in program.nodes if n.op == "conv"]
+    return program.args[node.attrs["weight"]].value
+
+
+# ---------------------------------------------------------------- configurations
+
+def conv_candidates(renderer, program: KernelProgram) -> list:
+    """The tiles worth timing for a conv kernel, the plan's own first: by operand width, then as the
+    matmul template's large class (an activation's N*OH*OW is thousands of rows), each block
+    clamped to the next power of 2 of a static size (BLOCK_K to Cin: the K loop steps along C)."""
+    from sdc.codegen.triton.renderer import MatmulConfig
+
+    n, oh, ow, cout, cin = program.domain[:5]
+    m = None if n is None else n * oh * ow
+    width = "f32" if program.args[0].dtype == "f32" else "16"
+    out: list[MatmulConfig] = []
+    for c in [renderer.conv_configs[width], *renderer.conv_tune.get(width, ())]:
+        c = c.clamped(m, cout, cin)
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def conv_grid(blocks: dict[str, int]) -> list[str]:
+    """One program per `BLOCK_M` x `BLOCK_N` tile of the (N*OH*OW) x Cout product."""
+    bm, bn = blocks["BLOCK_M"], blocks["BLOCK_N"]
+    return [f"((d0 * d1 * d2 + {bm - 1}) // {bm}) * ((d3 + {bn - 1}) // {bn})"]
+
+
+# ---------------------------------------------------------------- rendering
+
+def _index_suffix(renderer, p: KernelProgram) -> str:
+    """int64 indices where the largest tensor may pass int32 (a dynamic batch, or a huge one)."""
+    sizes = []
+    for t in [*p.args, *(r for r, _ in p.results)]:
+        dims = [p.domain[d] for d in t.map if d is not None]
+        sizes.append(None if None in dims else _prod(dims))
+    return ".to(tl.int64)" if None in sizes or max(sizes) > renderer.int32_index_limit else ""
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def render_conv(renderer, p: KernelProgram) -> list[str]:
+    """The kernel body: the grouped tile order of the matmul template, the implicit-GEMM loop (over the
+    window's KH x KW taps and Cin in BLOCK_K slices), then the epilogue on the f32 tile."""
+    wide = _index_suffix(renderer, p)
+    lines = [f"pid = tl.program_id(0){wide}",
+             "M = d0 * d1 * d2",
+             "tiles_m = (M + BLOCK_M - 1) // BLOCK_M",
+             "tiles_n = (d3 + BLOCK_N - 1) // BLOCK_N",
+             "# grouped ordering: GROUP_M row tiles in turn read the same weight columns while they are in L2",
+             "width = GROUP_M * tiles_n",
+             "first_m = (pid // width) * GROUP_M",
+             "group_m = tl.minimum(tiles_m - first_m, GROUP_M)",
+             "pid_m = first_m + (pid % width) % group_m",
+             "pid_n = (pid % width) // group_m",
+             "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+             "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+             f"rk = tl.arange(0, BLOCK_K){wide}",
+             "mask_m = rm < M",
+             "mask_n = rn < d3",
+             "mask = mask_m[:, None] & mask_n[None, :]",
+             "# the output pixel of each row of the tile",
+             "p_w = rm % d2",
+             "p_h = (rm // d2) % d1",
+             "p_n = rm // (d1 * d2)"]
+    pixel = {BATCH: "p_n", OUT_H: "p_h", OUT_W: "p_w"}
+    names: dict[int, str] = {}
+    for n in p.nodes:
+        names[n.id] = f"x{n.id}"
+        if n.op == "conv":
+            lines += _implicit_gemm(renderer, p, n)
+            continue
+        if n.op == "load":
+            arg = p.args[n.arg]
+            rows = [f"{pixel[d]}[:, None] * a{n.arg}_s{d}" for d in arg.map if d in pixel]
+            cols = [f"rn[None, :] * a{n.arg}_s{OUT_C}"] if OUT_C in arg.map else []
+            where = " + ".join([f"a{n.arg}", *rows, *cols])
+            row_mask = {(True, True): "mask", (True, False): "mask_m[:, None]",
+                        (False, True): "mask_n[None, :]"}.get((bool(rows), bool(cols)))
+            expr = f"tl.load({where}, mask={row_mask}, other=0)" if row_mask else f"tl.load({where})"
+            expr = renderer._widen(expr, n.dtype)
+        else:
+            expr = renderer.node(n, [names[a] for a in n.args])
+        lines.append(f"x{n.id} = {expr}")
+    for i, (r, node) in enumerate(p.results):
+        terms = [f"{pixel[d]}[:, None] * o{i}_s{d}" for d in r.map if d in pixel]
+        terms += [f"rn[None, :] * o{i}_s{OUT_C}"] if OUT_C in r.map else []
+        lines.append(f"tl.store({' + '.join([f'o{i}', *terms])}, {renderer._narrow(names[node], r.dtype)}, mask=mask)")
+    return lines
+
+
+def _implicit_gemm(renderer, p: KernelProgram, n: Node) -> list[str]:
+    """acc[BLOCK_M, BLOCK_N] = sum over taps (kh, kw) and channel slices of input patch x weight.
+
+    One flat loop over (tap, channel slice), the tap recomputed per step (a few vector ops on the tile's
+    rows), rather than loops nested per tap: one long loop is what triton software-pipelines
+    (`num_stages`), where a 3x3 tap loop around a Cin loop of 4 slices would pipeline 4 steps at a time."""
+    x, w = n.attrs["input"], n.attrs["weight"]
+    (sh, sw), (dh, dw), pads = n.attrs["strides"], n.attrs["dilations"], n.attrs["pads"]
+    kh, kw = (p.domain[KER_H], p.domain[KER_W])
+    if kh is None or kw is None:
+        raise LoweringError("'sdc.conv' with a dynamic kernel size")
+    precision = n.attrs.get("input_precision")
+    dot_kw = f', input_precision="{precision}"' if precision else ""
+    cin = f"d{IN_C}" if p.domain[IN_C] is None else str(p.domain[IN_C])
+    slices = f"(({cin} + BLOCK_K - 1) // BLOCK_K)"  # constexpr arithmetic where Cin is static
+    body = [f"tap_i = step // {slices}",
+            f"cc = (step % {slices}) * BLOCK_K + rk",
+            f"ih = p_h * {sh} - {pads[0]} + (tap_i // {kw}) * {dh}",
+            f"iw = p_w * {sw} - {pads[1]} + (tap_i % {kw}) * {dw}",
+            f"ok = mask_m & (ih >= 0) & (ih < d{IN_H}) & (iw >= 0) & (iw < d{IN_W})",
+            f"mask_k = cc < d{IN_C}",
+            f"pix = a{x} + p_n * a{x}_s{BATCH} + ih * a{x}_s{IN_H} + iw * a{x}_s{IN_W}",
+            f"tap = a{w} + (tap_i // {kw}) * a{w}_s{KER_H} + (tap_i % {kw}) * a{w}_s{KER_W}",
+            f"lhs = tl.load(pix[:, None] + cc[None, :] * a{x}_s{IN_C}, mask=ok[:, None] & mask_k[None, :], other=0.0)",
+            f"rhs = tl.load(tap + cc[:, None] * a{w}_s{IN_C} + rn[None, :] * a{w}_s{OUT_C}, "
+            "mask=mask_k[:, None] & mask_n[None, :], other=0.0)"]
+    if p.args[x].dtype == "bf16":  # see TritonRenderer._dot: the 3.9 interpreter multiplies bf16 as raw bits
+        renderer._interpreted_flag()
+        body += ["if _INTERPRETED:", "    lhs = lhs.to(tl.float32)", "    rhs = rhs.to(tl.float32)"]
+    body.append(f"acc = tl.dot(lhs, rhs, acc{dot_kw})")
+    steps = f"{kh * kw} * {slices}"
+    return ["acc = tl.full([BLOCK_M, BLOCK_N], 0.0, tl.float32)", *renderer._loop("step", steps, "1", body),
+            f"x{n.id} = acc"]

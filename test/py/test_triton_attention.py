@@ -1,0 +1,245 @@
+"""The attention template: softmax(Q K^T * scale [+ mask]) V as one flash-style Triton kernel.
+
+sdc-fuse merges the three groups of an attention (sdc/transforms/attention_pattern.py) on target
+cuda, and the Triton codegen renders them as one kernel (sdc/codegen/triton/attention.py). Under
+the Triton interpreter on small odd shapes (several key blocks, so the online softmax rescales;
+query and key tails masked; head dims padded to a power of 2), f32/f16/bf16, with a scale and an
+additive padding mask, a boolean padding mask under `where`, a causal mask, k given either way
+round, dynamic batch and sequence: against torch's `F.scaled_dot_product_attention` in float64 on
+the same (rounded) fresh random inputs, a tolerance per dtype. Then the BERT-style encoder and the
+GPT-style decoder of test_gpu_models.py, exported to ONNX, small: one attention kernel per layer,
+against onnxruntime.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from sdc.codegen.triton import TritonRenderer
+from sdc.dialect.opdef import OPS
+from sdc.transforms.attention_pattern import SCORE_OPS, NotAttention, match_attention
+from triton_support import TORCH_DTYPE, compile_cuda, interpreter, launches, rng  # noqa: F401
+
+# (rtol, atol) by dtype: f32 is summation order only; 16-bit rounds its inputs' products to f32, then P
+# (as the reference rounds the probabilities it multiplies) and the output once
+TOLERANCE = {"f32": (2e-5, 2e-5), "f16": (4e-3, 4e-3), "bf16": (3e-2, 3e-2)}
+
+
+def _type(shape, dtype: str) -> str:
+    return "tensor<" + "x".join([*("?" if isinstance(d, str) else str(d) for d in shape), dtype]) + ">"
+
+
+def _arg(name: str, shape, dtype: str) -> str:
+    dims = "" if all(isinstance(d, int) for d in shape) else \
+        ", sdc.dims = #sdc.dims<[" + ", ".join(f'"{d}"' if isinstance(d, str) else str(d) for d in shape) + "]>"
+    return f'%{name}: {_type(shape, dtype)} {{sdc.name = "{name}"{dims}}}'
+
+
+def attention_ir(dt: str, b, h: int, sq, sk, d: int, dv: int, mask: str, k_transposed: bool = False) -> str:
+    """softmax(q k^T * 1/sqrt(d) [mask]) v as torch / ONNX exporters write it. `mask`: "none",
+    "additive" (+ m, m [B, 1, 1, Sk] f32 cast to dt), "padding" (where(pad [B, 1, 1, Sk], -1e9, s)),
+    "causal" (where(future [Sq, Sk], -1e9, s)). k is [B, H, Sk, D] read through transpose_rhs, or
+    [B, H, D, Sk] (`k_transposed`, what the ONNX export of test_gpu_models' blocks gives)."""
+    scores, out = [b, h, sq, sk], [b, h, sq, dv]
+    k_shape = [b, h, d, sk] if k_transposed else [b, h, sk, d]
+    args = [_arg("q", [b, h, sq, d], dt), _arg("k", k_shape, dt), _arg("v", [b, h, sk, dv], dt)]
+    body = [f'%c = "sdc.constant"() {{value = dense<{1 / math.sqrt(d)!r}> : tensor<{dt}>}} : () -> tensor<{dt}>',
+            f'%fill = "sdc.constant"() {{value = dense<-1.0e9> : tensor<{dt}>}} : () -> tensor<{dt}>',
+            f'%s0 = "sdc.matmul"(%q, %k) {{transpose_lhs = false, transpose_rhs = {str(not k_transposed).lower()}}} : '
+            f'({_type([b, h, sq, d], dt)}, {_type(k_shape, dt)}) -> {_type(scores, dt)}',
+            f'%s1 = "sdc.mul"(%s0, %c) : ({_type(scores, dt)}, tensor<{dt}>) -> {_type(scores, dt)}']
+    last = "%s1"
+    if mask == "additive":
+        args.append(_arg("m", [b, 1, 1, sk], "f32"))
+        row, row_dt = _type([b, 1, 1, sk], "f32"), _type([b, 1, 1, sk], dt)
+        body += [f'%mc = "sdc.cast"(%m) {{dtype = {dt}}} : ({row}) -> {row_dt}',
+                 f'%s2 = "sdc.add"(%s1, %mc) : ({_type(scores, dt)}, {row_dt}) -> {_type(scores, dt)}']
+        last = "%s2"
+    elif mask in ("padding", "causal"):
+        shape = [b, 1, 1, sk] if mask == "padding" else [sq, sk]
+        args.append(_arg("m", shape, "i1"))
+        body.append(f'%s2 = "sdc.where"(%m, %fill, %s1) : ({_type(shape, "i1")}, tensor<{dt}>, {_type(scores, dt)}) '
+                    f'-> {_type(scores, dt)}')
+        last = "%s2"
+    body += [f'%p = "sdc.softmax"({last}) {{axis = -1 : i64}} : ({_type(scores, dt)}) -> {_type(scores, dt)}',
+             f'%o = "sdc.matmul"(%p, %v) : ({_type(scores, dt)}, {_type([b, h, sk, dv], dt)}) -> {_type(out, dt)}',
+             f"return %o : {_type(out, dt)}"]
+    return (f"func.func @main({', '.join(args)}) -> ({_type(out, dt)} {{sdc.name = \"o\"}}) {{\n  "
+            + "\n  ".join(body) + "\n}\n")
+
+
+def inputs(dt: str, b: int, h: int, sq: int, sk: int, d: int, dv: int, mask: str, k_transposed: bool,
+           rng: torch.Generator) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Fresh random inputs for `attention_ir` and the float64 sdpa reference of the same (rounded) values."""
+    def randn(*shape):
+        return torch.randn(shape, generator=rng).to(TORCH_DTYPE[dt])
+
+    q, k, v = randn(b, h, sq, d), randn(b, h, sk, d), randn(b, h, sk, dv)
+    args = [q, k.transpose(-1, -2).contiguous() if k_transposed else k, v]
+    ref_mask = None
+    if mask == "additive":
+        m = torch.randn(b, 1, 1, sk, generator=rng) * 2
+        m[0, ..., sk // 2:] = -1e4  # padding: the keys past the middle of the first sequence
+        args.append(m)
+        ref_mask = m.to(TORCH_DTYPE[dt]).double()
+    elif mask == "padding":
+        pad = torch.zeros(b, 1, 1, sk, dtype=torch.bool)
+        pad[0, ..., sk // 2:] = True
+        if b > 1:
+            pad[-1, ..., :3] = True
+        args.append(pad)
+        ref_mask = ~pad
+    elif mask == "causal":
+        future = torch.ones(sq, sk, dtype=torch.bool).triu(1)
+        args.append(future)
+        ref_mask = ~future
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=ref_mask,
+                                          scale=float(torch.tensor(1 / math.sqrt(d)).to(TORCH_DTYPE[dt])))
+    return args, want
+
+
+def assert_close(got: torch.Tensor, want: torch.Tensor, dt: str) -> None:
+    assert got.dtype == TORCH_DTYPE[dt]
+    rtol, atol = TOLERANCE[dt]
+    torch.testing.assert_close(got.double(), want, rtol=rtol, atol=atol)
+
+
+def attention_kernels(artifact: Path) -> list[dict]:
+    return [s["kernel"] for s in launches(artifact) if s["kernel"].get("template") == "attention"]
+
+
+# (dtype, mask, head dim, value head dim, k transposed): each mask, each dtype, head dims 32/64/128 and
+# two that are not powers of 2 (padded, masked); Sq 37 and Sk 77 need two key blocks and mask both tails
+CASES = [("f32", "none", 32, 32, False), ("f32", "additive", 40, 24, True), ("f32", "padding", 64, 64, False),
+         ("f32", "causal", 32, 32, True), ("f16", "padding", 64, 64, True), ("f16", "causal", 128, 128, False),
+         ("bf16", "additive", 64, 64, False), ("bf16", "causal", 32, 48, True)]
+
+
+@pytest.mark.parametrize("dt,mask,d,dv,k_transposed", CASES)
+def test_attention_is_one_kernel_matching_sdpa(dt, mask, d, dv, k_transposed, tmp_path, rng):
+    b, h, sq, sk = 2, 2, 37, 77
+    exe = compile_cuda(attention_ir(dt, b, h, sq, sk, d, dv, mask, k_transposed), tmp_path / "a.sdc")
+    steps = launches(tmp_path / "a.sdc")
+    assert [s["kernel"].get("template") for s in steps] == ["attention"], [s["kernel"] for s in steps]
+    (kernel,) = attention_kernels(tmp_path / "a.sdc")
+    assert kernel["backend"] == "triton" and kernel["ops"][-1]["op"] == "matmul"
+    assert kernel["constexprs"]["BLOCK_D"] == max(16, 1 << (d - 1).bit_length())
+    args, want = inputs(dt, b, h, sq, sk, d, dv, mask, k_transposed, rng)
+    (got,) = exe(*args)
+    assert_close(got, want, dt)
+
+
+def test_dynamic_batch_and_sequence_from_one_artifact(tmp_path, rng):
+    text = attention_ir("f32", "B", 2, "S", "S", 32, 32, "padding")
+    exe = compile_cuda(text, tmp_path / "dyn.sdc")
+    (kernel,) = attention_kernels(tmp_path / "dyn.sdc")
+    assert kernel["domain"] == [None, 2, None, None, 32, 32]
+    for b, s in ((1, 5), (3, 45)):
+        args, want = inputs("f32", b, 2, s, s, 32, 32, "padding", False, rng)
+        (got,) = exe(*args)
+        assert_close(got, want, "f32")
+
+
+@pytest.mark.parametrize("sq,sk,mask", [(1, 19, "padding"), (5, 1, "none")])
+def test_one_query_or_one_key(sq, sk, mask, tmp_path, rng):
+    """A decoding step (Sq = 1) and a single key: dims of size 1 broadcast (stride 0) in the kernel."""
+    exe = compile_cuda(attention_ir("f16", 2, 3, sq, sk, 64, 64, mask), tmp_path / "one.sdc")
+    assert len(attention_kernels(tmp_path / "one.sdc")) == 1
+    args, want = inputs("f16", 2, 3, sq, sk, 64, 64, mask, False, rng)
+    (got,) = exe(*args)
+    assert_close(got, want, "f16")
+
+
+def test_what_the_kernel_cannot_take_keeps_its_kernels(tmp_path, rng):
+    """A head dim past MAX_HEAD_DIM: no attention group, the three kernels of before, the same numbers."""
+    exe = compile_cuda(attention_ir("f32", 1, 2, 9, 11, 160, 16, "none"), tmp_path / "wide.sdc")
+    templates = [s["kernel"].get("template") for s in launches(tmp_path / "wide.sdc")]
+    assert "attention" not in templates and templates.count("matmul") == 2
+    args, want = inputs("f32", 1, 2, 9, 11, 160, 16, "none", False, rng)
+    (got,) = exe(*args)
+    assert_close(got, want, "f32")
+
+
+def _entry(op, inputs, output, **attrs):
+    return {"op": op, "inputs": inputs, "outputs": [output], "attrs": attrs}
+
+
+def test_the_matcher_says_why_it_refuses():
+    values = {v: {"shape": [2, 4, 8, 8], "dtype": "f32"} for v in ("q", "k", "s", "t", "p", "v", "o")}
+    values["m"] = {"shape": [2, 4, 8, 1, 8], "dtype": "f32"}
+    ops = [_entry("matmul", ["q", "k"], "s", transpose_rhs=True), _entry("softmax", ["s"], "p", axis=-1),
+           _entry("matmul", ["p", "v"], "o")]
+    assert match_attention(ops, values, ["o"]).transpose_k
+    with pytest.raises(NotAttention, match="writes"):
+        match_attention(ops, values, ["o", "p"])  # the probabilities leave the group
+    with pytest.raises(NotAttention, match="axis 2"):
+        match_attention([ops[0], _entry("softmax", ["s"], "p", axis=2), ops[2]], values, ["o"])
+    with pytest.raises(NotAttention, match="does not broadcast"):
+        match_attention([ops[0], _entry("add", ["s", "m"], "t"), _entry("softmax", ["t"], "p", axis=-1), ops[2]],
+                        values, ["o"])
+    with pytest.raises(NotAttention, match="'sdc.exp' between"):
+        match_attention([ops[0], _entry("exp", ["s"], "t"), _entry("softmax", ["t"], "p", axis=-1), ops[2]],
+                        values, ["o"])
+
+
+def test_score_ops_are_real_ops_the_renderer_has():
+    assert SCORE_OPS <= set(OPS)
+    assert SCORE_OPS <= TritonRenderer.elementwise_ops() | {"cast"}
+
+
+# ---------------------------------------------------------------- the encoder and decoder of the GPU tests
+
+
+@pytest.fixture(scope="module")
+def small_text_models(tmp_path_factory) -> dict[str, Path]:
+    """test_gpu_models.py's encoder (padding mask) and decoder (causal), 2 layers, width 64, 2 heads of
+    32, exported to ONNX by the TorchScript exporter with dynamic batch and sequence."""
+    from test_gpu_models import Encoder, _export
+
+    class SmallDecoder(Encoder):
+        def __init__(self):
+            super().__init__(width=64, heads=2, layers=2, causal=True)
+
+        def forward(self, input_ids):  # type: ignore[override]
+            return self.hidden(input_ids, None)
+
+    root = tmp_path_factory.mktemp("attn")
+    torch.manual_seed(0)
+    paths = {"encoder": root / "encoder.onnx", "decoder": root / "decoder.onnx"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _export(Encoder(width=64, heads=2, layers=2), ["input_ids", "attention_mask"], paths["encoder"])
+        _export(SmallDecoder(), ["input_ids"], paths["decoder"])
+    return paths
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_text_models_run_one_attention_kernel_per_layer(kind, small_text_models, tmp_path):
+    import onnxruntime as ort
+
+    import sdc
+
+    path = small_text_models[kind]
+    exe = sdc.compile(str(path), target="cuda", output=tmp_path / f"{kind}.sdc")
+    kernels = attention_kernels(tmp_path / f"{kind}.sdc")
+    assert len(kernels) == 2 and all(k["backend"] == "triton" for k in kernels)
+    assert not [s for s in launches(tmp_path / f"{kind}.sdc") if "softmax" in
+                [e["op"] for e in s["kernel"]["ops"]] and s["kernel"].get("template") != "attention"]
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng()
+    batch, seq = 2, 11
+    feeds = {"input_ids": rng.integers(1, 1000, (batch, seq)).astype(np.int64)}
+    if kind == "encoder":
+        mask = np.ones((batch, seq), np.int64)
+        mask[0, seq // 2:] = 0
+        feeds["attention_mask"] = mask
+    (got,) = exe(**{k: torch.from_numpy(v) for k, v in feeds.items()})
+    (want,) = session.run(None, feeds)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
