@@ -42,7 +42,8 @@ def run_pipeline(module, pipeline: Sequence[str], dump_ir: str | os.PathLike | N
     """Run the passes on `module` in place, one at a time (so the IR can be dumped after each).
 
     Diagnostics become one SdcError carrying all of them. With `dump_ir`, the IR before the
-    first pass is `00-input.mlir` and after pass i `NN-<pass>.mlir` (the pass name without options).
+    first pass is `00-input.mlir` and after pass i `NN-<pass>.mlir` (the pass name without options);
+    `build_artifact` then adds the generated kernels and the plan (`sdc.codegen.artifact.dump_codegen`).
     """
     from sdc.transforms.pipeline import build_pipeline
     from sdc.mlir import MLIRError, ir
@@ -118,10 +119,15 @@ def build_artifact(module, params: Mapping[str, Any] | None, output: str | os.Pa
     if progress:
         progress("planning")
     plan = build_plan(module, params or {}, options.target)
+    if options.dump_ir is not None and get_target(options.target).has_triton_backend:
+        from sdc.codegen.artifact import dump_codegen
+
+        dump_codegen(plan, options.dump_ir, len(pipeline) + 1)  # kernels and plan, numbered after the passes
     if progress:
         progress(f"writing {output}")
     recorded = {**dict(provenance or {}), **options.to_json(), "pipeline": ",".join(pipeline)}
-    return write_artifact(plan, module, output, options=recorded)
+    return write_artifact(plan, module, output, options=recorded,
+                          weight_seed=options.weight_seed if options.weights == "none" else None)
 
 
 def compile_module(module, params: Mapping[str, Any] | None = None, options: CompileOptions | None = None, *,

@@ -32,6 +32,7 @@ PRECISIONS = ("f32", "tf32", "bf16", "f16")
 PRECISION_ALIASES = {"fp32": "f32", "fp16": "f16", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 """Other spellings users give (`--precision fp16`), kept as the canonical name."""
 EXPLAIN = ("layout", "sharding")
+WEIGHT_MODES = ("included", "none")
 
 # The canonical forms the fields hold after construction (each is hashable).
 MeshAxes = tuple[tuple[str, int], ...]
@@ -76,8 +77,16 @@ class CompileOptions:
         "bytes: the most a training step's planned intermediates may take at one time; sdc-recompute "
         "recomputes forward activations in the backward to fit it, and a budget below what it reaches "
         "is an error saying the minimum (docs/training.md). None: keep every activation."))
+    weights: str = field(default="included", metadata=_doc(
+        f"where the weights' values come from: {' or '.join(repr(w) for w in WEIGHT_MODES)}. 'none' writes "
+        "the artifact without the large floating-point weights: the manifest lists each with its shape, "
+        "dtype and init rule, and the loader synthesizes them from weight_seed on the host of the run "
+        "(docs/artifact.md, 'Synthesized weights'); small and integer tensors stay in the file."))
+    weight_seed: int = field(default=0, metadata=_doc(
+        "the seed synthesized weights are drawn from (weights='none'); same seed, same weights."))
     dump_ir: str | None = field(default=None, metadata=_doc(
-        "a directory for the IR after import and after each pass (00-input.mlir, NN-<pass>.mlir).",
+        "a directory for the IR after import and after each pass (00-input.mlir, NN-<pass>.mlir); for "
+        "targets with generated kernels also NN-kernels/ (their sources) and MM-plan.json / MM-plan.txt.",
         artifact=False))
     explain: str | None = field(default=None, metadata=_doc(
         f"a report printed after compiling ({', '.join(EXPLAIN)}): 'layout' lists the layout casts "
@@ -98,6 +107,11 @@ class CompileOptions:
         budget = self.memory_budget
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0):
             raise SdcError(f"memory_budget must be a positive number of bytes, found {budget!r}")
+        if self.weights not in WEIGHT_MODES:
+            raise SdcError(f"weights must be {' or '.join(WEIGHT_MODES)}, found {self.weights!r}")
+        seed = self.weight_seed
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise SdcError(f"weight_seed must be an integer from 0 to 2**63-1, found {seed!r}")
         if self.dump_ir is not None:
             set_(self, "dump_ir", os.fspath(self.dump_ir))
         if self.explain is not None and self.explain not in EXPLAIN:
@@ -135,6 +149,8 @@ class CompileOptions:
             "shardings": {name: sharding_json(s) for name, s in self.shardings} or None,
             "precision": self.precision,
             "memory_budget": self.memory_budget,
+            "weights": self.weights,
+            "weight_seed": self.weight_seed,
             "dump_ir": self.dump_ir,
             "explain": self.explain,
         }

@@ -1,7 +1,7 @@
 """sdc: compile a model into an artifact, import a model into sdc IR, run and inspect an artifact.
 
     sdc compile MODEL [-o OUT.sdc] [--target TARGET] [--input-shape NAME=DIMS|SYMBOL=LO..HI ...] [--dump-ir DIR]
-                      [--params FILE] [--mesh dp=2,tp=2] [--explain layout|sharding]
+                      [--params FILE] [--mesh dp=2,tp=2] [--explain layout|sharding] [--weights none [--weight-seed N]]
     sdc run ARTIFACT [--input NAME=FILE.npy ...] [--output-dir DIR] [--dim NAME=SIZE ...] [--seed N]
                      [--repeat N] [--warmup N] [--profile] [--trace FILE]
     sdc inspect ARTIFACT
@@ -121,7 +121,10 @@ def compile_options(args) -> "CompileOptions":
         name, value = parse_input_shape(item)
         shapes[name] = value
     mesh = parse_mesh(args.mesh) if args.mesh else None
+    if args.weight_seed is not None and args.weights != "none":
+        raise UsageError("--weight-seed needs --weights none (it seeds the synthesized weights)")
     return CompileOptions(target=args.target, mesh=mesh, input_shapes=shapes, precision=args.precision,
+                          weights=args.weights, weight_seed=args.weight_seed or 0,
                           dump_ir=args.dump_ir, explain=args.explain)
 
 
@@ -130,6 +133,9 @@ def compile_command(args, out: TextIO) -> int:
     from sdc.cli.train import check_compile_flags, compile_train_command
 
     if check_compile_flags(args):  # --train: a training step, saved as a checkpoint (sdc/cli/train.py)
+        if options.weights == "none":
+            raise SdcError("--weights none is for inference artifacts: a training step's parameters are its "
+                           "state, initialized from the model (drop --weights none or --train)")
         return compile_train_command(args, options, out)
     from sdc.compiler import build_artifact, check_compilable, import_model
 
@@ -149,7 +155,10 @@ def compile_command(args, out: TextIO) -> int:
     artifact = read_artifact(path)
     kernels = sum(1 for r in artifact.plan["ranks"] for s in r["steps"] if s.get("kind") == "launch")
     weights = sum(w.nbytes for w in artifact.weights_info(0).values())
-    out.write(f"wrote {path} ({kernels} kernels, {format_bytes(weights)} of weights) "
+    made = artifact.synthesized_info(0)
+    synthesized = (f", {len(made)} weights ({format_bytes(sum(w.nbytes for w in made.values()))}) synthesized "
+                   f"at load from seed {artifact.weight_seed}") if artifact.weight_seed is not None else ""
+    out.write(f"wrote {path} ({kernels} kernels, {format_bytes(weights)} of weights{synthesized}) "
               f"in {time.perf_counter() - started:.2f} s\n")
     if options.explain == "layout":
         from sdc.cli.layout_report import format_layout_report, layout_report
@@ -242,6 +251,9 @@ def run_command(args, out: TextIO) -> int:
 
         out = io.StringIO()
     out.write(f"loaded {args.artifact} in {format_seconds(load_time)} ({exe.kernel_count} kernels)\n")
+    if exe.artifact.weight_seed is not None:
+        out.write(f"weights synthesized from seed {exe.artifact.weight_seed} (torch CPU generator, then moved to "
+                  f"{exe.device})\n")
     given = {name: read_npy(file, name) for name, file in files.items()}
     symbols = {s for t in exe.inputs for s in t.symbols}
     unknown = sorted(set(dims) - symbols)
@@ -490,8 +502,10 @@ def inspect_command(args, out: TextIO) -> int:
         kernels = sum(1 for s in r["steps"] if s.get("kind") == "launch")
         ops = sum(len(launch_ops(s)) + (s.get("kind") == "collective") for s in r["steps"])
         total = sum(w.nbytes for w in weights.values())
+        made = a.synthesized_info(r["rank"])
+        made_text = f" + {len(made)} synthesized ({format_bytes(sum(w.nbytes for w in made.values()))})" if made else ""
         out.write(f"  rank {r['rank']}: {len(r['steps'])} steps, {kernels} kernels, {ops} ops, "
-                  f"{len(weights)} weights ({format_bytes(total)})\n")
+                  f"{len(weights)} weights ({format_bytes(total)}){made_text}\n")
         from sdc.codegen.memory import arena_summary
 
         out.write(f"    memory plan: arena {arena_summary(r.get('arena'))}\n")
@@ -503,11 +517,17 @@ def inspect_command(args, out: TextIO) -> int:
 
     out.write("layout and fusion\n")
     out.write(format_layout_report(layout_report(a.plan)))
-    weights = sorted(a.weights_info(0).values(), key=lambda w: (-w.nbytes, w.name))
+    made = a.synthesized(0)
+    if a.weight_seed is not None:
+        out.write(f"weights: synthesized from seed {a.weight_seed} ({len(made)} on rank 0, "
+                  f"{format_bytes(sum(w.nbytes for w in a.synthesized_info(0).values()))}; the rest in the file)\n")
+    infos = {**a.weights_info(0), **a.synthesized_info(0)}
+    weights = sorted(infos.values(), key=lambda w: (-w.nbytes, w.name))
     out.write("weights (rank 0)" + ("  none\n" if not weights else "\n"))
     shown = weights if args.all else weights[:20]
     for w in shown:
-        out.write(f"  {w.name}  {w.dtype}{list(w.shape)}  {format_bytes(w.nbytes)}\n")
+        rule = f"  synthesized: {_init_text(made[w.name])}" if w.name in made else ""
+        out.write(f"  {w.name}  {w.dtype}{list(w.shape)}  {format_bytes(w.nbytes)}{rule}\n")
     if len(shown) < len(weights):
         out.write(f"  ... and {len(weights) - len(shown)} more (--all lists them)\n")
     out.write("files\n")
@@ -522,6 +542,15 @@ def inspect_command(args, out: TextIO) -> int:
     if options:
         out.write("options   " + ", ".join(f"{k}={v}" for k, v in options.items() if v is not None) + "\n")
     return 0
+
+
+def _init_text(spec: dict) -> str:
+    """`normal(0.0, 0.02)`, `uniform(-0.1, 0.1)`, `ones`, `zeros`: a synthesized weight's init rule."""
+    if spec["init"] == "normal":
+        return f"normal({spec['mean']}, {spec['std']})"
+    if spec["init"] == "uniform":
+        return f"uniform(-{spec['bound']}, {spec['bound']})"
+    return spec["init"]
 
 
 def format_shardings(table: dict, entry: dict) -> str:
@@ -564,7 +593,14 @@ def make_parser() -> ArgumentParser:
     c.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS",
                    help="an input's dims (x=B,3,224,224), a symbol's range (B=1..64, B=8..) or value (B=8); "
                         "repeatable")
-    c.add_argument("--dump-ir", metavar="DIR", help="write the IR after import and after each pass to DIR")
+    c.add_argument("--dump-ir", metavar="DIR", help="write the IR after import and after each pass to DIR; for "
+                                                  "targets with generated kernels also the kernel sources "
+                                                  "(NN-kernels/) and the launch plan (MM-plan.json, MM-plan.txt)")
+    c.add_argument("--weights", choices=["included", "none"], default="included",
+                   help="'none': leave the large floating-point weights out of the artifact; they are "
+                        "synthesized from --weight-seed when it is loaded (docs/artifact.md)")
+    c.add_argument("--weight-seed", type=int, default=None, metavar="N",
+                   help="the seed of the synthesized weights (with --weights none; default 0)")
     c.add_argument("--params", metavar="FILE", help="parameter values for an .mlir model (.safetensors or .npz)")
     c.add_argument("--mesh", metavar="AXIS=N,...",
                    help="compile for a device mesh of named axes, e.g. dp=2,tp=2: one process per device "

@@ -213,6 +213,8 @@ def dense_attr(value: DenseValue) -> ir.DenseElementsAttr:
         return ir.DenseElementsAttr.get(raw, type=ttype)
     data = value.data
     array = np.ascontiguousarray(data if isinstance(data, np.ndarray) else data.numpy())
+    if array.size > 1 and value.is_splat():
+        array = np.ascontiguousarray(array.reshape(-1)[:1])  # one element for the whole type: a splat attribute
     if array.dtype == np.bool_:
         array = array.astype(np.uint8) if array.size != 1 else array
         return ir.DenseElementsAttr.get(np.ascontiguousarray(array).astype(np.bool_), type=ttype)

@@ -640,41 +640,16 @@ def _window(b: Builder, x: Value, attrs) -> tuple[int, list[int], list[int], lis
     return n, strides, dilations, pads
 
 
-def _crop_to(b: Builder, v: Value, sizes: list[int], first_axis: int = 2) -> Value:
-    """`v` cut to `sizes` along its dims from `first_axis` on (a no-op where they already match)."""
-    shape = static_shape(b, v, "value")
-    axes = [first_axis + i for i, s in enumerate(sizes) if shape[first_axis + i] != s]
-    if not axes:
-        return v
-    return b.op("slice", v, starts=[0] * len(axes), ends=[sizes[a - first_axis] for a in axes], axes=axes,
-                steps=[1] * len(axes))
-
-
-def _conv_weight_grad(b: Builder, x: Value, g: Value, w_shape: tuple[int, ...], strides, pads, dilations,
-                      groups: int) -> Value:
-    """d/dw of `conv(x, w)` [N, O, E..] for cotangent `g`, with w [O, C/groups, K..]: a convolution of
-    x and g over the batch, with the batch as channels and the channels as batch (the stride and
-    dilation trade places), group by group, cut to the kernel size K."""
-    n_batch, c_in, *spatial = static_shape(b, x, "input")
-    out_c = w_shape[0]
-    n = len(spatial)
-    rest = list(range(3, 3 + n))
-    cg, og = c_in // groups, out_c // groups
-    if groups == 1:
-        xs = b.op("transpose", x, perm=[1, 0] + list(range(2, 2 + n)))  # [C, N, D..]
-        gs = b.op("transpose", g, perm=[1, 0] + list(range(2, 2 + n)))  # [O, N, E..]
-    else:
-        # x: [N, G, Cg, D..] -> [Cg, G, N, D..] -> [Cg, G*N, D..]; g: [N, G, Og, E..] -> [G, Og, N, E..] -> [O, N, E..]
-        xs = b.op("reshape", x, shape=[n_batch, groups, cg] + spatial)
-        xs = b.op("transpose", xs, perm=[2, 1, 0] + rest)
-        xs = b.op("reshape", xs, shape=[cg, groups * n_batch] + spatial)
-        e = list(static_shape(b, g, "cotangent")[2:])
-        gs = b.op("reshape", g, shape=[n_batch, groups, og] + e)
-        gs = b.op("transpose", gs, perm=[1, 2, 0] + rest)
-        gs = b.op("reshape", gs, shape=[out_c, n_batch] + e)
-    dw = b.op("conv", xs, gs, strides=list(dilations), dilations=list(strides), pads=list(pads), groups=groups)
-    dw = _crop_to(b, dw, list(w_shape[2:]))  # [Cg, O, K..]
-    return b.op("transpose", dw, perm=[1, 0] + list(range(2, 2 + n)))
+def _conv_input_grad(b: Builder, g: Value, w: Value, x_shape: tuple[int, ...], w_shape: tuple[int, ...],
+                     e: tuple[int, ...], strides, dilations, pads, groups: int) -> Value:
+    """d/dx of `conv(x, w)` [N, O, E..] for cotangent `g`: the transposed convolution of g with the
+    same weight; output_padding restores the input rows that no window reached (the stride's
+    remainder)."""
+    n = len(e)
+    extra = [x_shape[2 + i] - ((e[i] - 1) * strides[i] + dilations[i] * (w_shape[2 + i] - 1) + 1
+                               - pads[i] - pads[n + i]) for i in range(n)]
+    return b.op("conv_transpose", g, w, strides=strides, dilations=dilations, pads=pads, output_padding=extra,
+                groups=groups)
 
 
 @rule("conv")
@@ -683,15 +658,28 @@ def _conv(b: Builder, ins, outs, attrs, cts):
     g = cts[0]
     x_shape, w_shape = static_shape(b, x, "input"), static_shape(b, w, "weight")
     e = static_shape(b, outs[0], "result")[2:]
-    n, strides, dilations, pads = _window(b, x, attrs)
-    # The input's cotangent is the transposed convolution of g with the same weight; output_padding
-    # restores the input rows that no window reached (the stride's remainder).
-    extra = [x_shape[2 + i] - ((e[i] - 1) * strides[i] + dilations[i] * (w_shape[2 + i] - 1) + 1
-                               - pads[i] - pads[n + i]) for i in range(n)]
-    dx = b.op("conv_transpose", g, w, strides=strides, dilations=dilations, pads=pads, output_padding=extra,
-              groups=attrs["groups"])
-    dw = _conv_weight_grad(b, x, g, w_shape, strides, pads, dilations, attrs["groups"])
+    _, strides, dilations, pads = _window(b, x, attrs)
+    dx = _conv_input_grad(b, g, w, x_shape, w_shape, e, strides, dilations, pads, attrs["groups"])
+    # The weight's cotangent is one op of its own (one cuDNN/oneDNN weight-gradient call), not a
+    # convolution over the batch with the batch as channels, which runs on cuDNN's slowest kernels.
+    dw = b.op("conv_weight_grad", x, g, strides=strides, dilations=dilations, pads=pads, groups=attrs["groups"],
+              kernel=list(w_shape[2:]))
     return [dx, dw]
+
+
+@rule("conv_weight_grad")
+def _conv_weight_grad(b: Builder, ins, outs, attrs, cts):
+    # dw(x, g) is bilinear: <dw(x, g), h> = <g, conv(x, h)>. So g's cotangent is the convolution of x
+    # with the cotangent h as the weight, and x's is that convolution's input gradient for g.
+    x, g = ins
+    h = cts[0]
+    x_shape, w_shape = static_shape(b, x, "input"), static_shape(b, outs[0], "result")
+    e = static_shape(b, g, "grad")[2:]
+    _, strides, dilations, pads = _window(b, x, attrs)
+    groups = attrs["groups"]
+    dx = _conv_input_grad(b, g, h, x_shape, w_shape, e, strides, dilations, pads, groups)
+    dg = b.op("conv", x, h, strides=strides, dilations=dilations, pads=pads, groups=groups)
+    return [dx, dg]
 
 
 @rule("conv_transpose")
@@ -713,7 +701,8 @@ def _conv_transpose(b: Builder, ins, outs, attrs, cts):
     dx = b.op("conv", g_full, w, strides=strides, dilations=dilations, pads=[0] * (2 * n), groups=groups)
     # y = conv_transpose(x, w) is the input cotangent of conv(., w) at x, so w's cotangent is that
     # conv's weight cotangent with the roles of input and cotangent exchanged.
-    dw = _conv_weight_grad(b, g_full, x, w_shape, strides, [0] * (2 * n), dilations, groups)
+    dw = b.op("conv_weight_grad", g_full, x, strides=strides, dilations=dilations, pads=[0] * (2 * n),
+              groups=groups, kernel=list(w_shape[2:]))
     return [dx, dw]
 
 

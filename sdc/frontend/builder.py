@@ -50,6 +50,9 @@ class Builder:
     def __init__(self, params: dict[str, Any], name_hint: Callable[[], str]):
         self.params = params
         self.name_hint = name_hint
+        # computed values of one value everywhere become splat constants, not parameters (the torch
+        # frontend sets it: its weights never come through here; an ONNX initializer does and stays a weight)
+        self.splat_constants = False
         self.loc: ir.Location | None = None
         self._types: dict[tuple, ir.Type] = {}
         # Conditions on the symbolic dims that the import assumed (a slice `[:seq]` of a dim of 64
@@ -99,7 +102,11 @@ class Builder:
             v.value = flat
             return flat
         t = v.as_torch()
-        if t.numel() <= INLINE_LIMIT and v.dtype != "bf16":
+        flat = t.reshape(-1)
+        # one value everywhere (the zeros F.scaled_dot_product_attention's decomposition fills fully masked
+        # rows with) stays a constant of any size: its attribute is a splat, and passes can see the value
+        splat = self.splat_constants and v.dtype != "bf16" and flat.numel() > 1 and bool((flat == flat[0]).all())
+        if (t.numel() <= INLINE_LIMIT or splat) and v.dtype != "bf16":
             op = D.create("constant", [], {"value": DenseValue(t.contiguous(), v.dtype)}, loc=self.loc)
         else:
             pname = name or v.name or self.name_hint()

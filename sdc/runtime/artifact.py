@@ -22,6 +22,7 @@ from sdc.runtime import jsonio
 from sdc.runtime.format import FORMAT, FORMAT_VERSION, MANIFEST, PLAN, PROGRAM, sha256_file
 from sdc.runtime.plan_schema import PlanError, RankProgram, parse_rank_plan
 from sdc.runtime.state import check_state
+from sdc.runtime.synth import check_section
 from sdc.target import TARGETS, unknown_target
 
 # safetensors dtype names -> sdc element type names
@@ -81,15 +82,43 @@ class Artifact:
         rel, path = self.weights_path(rank)
         return read_safetensors_header(path, lambda msg: self.error(rel, msg))
 
+    @property
+    def weight_seed(self) -> int | None:
+        """The seed of the synthesized weights (`sdc compile --weights none`), else None."""
+        section = self.manifest.get("weights")
+        return section["seed"] if section is not None else None
+
+    def synthesized(self, rank: int) -> dict[str, dict]:
+        """The rank's weights that are made at load time: name -> {dtype, shape, init, ...}."""
+        section = self.manifest.get("weights")
+        return section["ranks"][rank] if section is not None else {}
+
+    def synthesized_info(self, rank: int) -> dict[str, WeightInfo]:
+        return {name: WeightInfo(name, spec["dtype"], tuple(spec["shape"]),
+                                 _product(spec["shape"]) * dtypes.itemsize(spec["dtype"]))
+                for name, spec in self.synthesized(rank).items()}
+
     def load_weights(self, rank: int) -> dict[str, Any]:
+        """The rank's weights on the CPU: those of its file, plus the synthesized ones (drawn from
+        the manifest's seed, sdc.runtime.synth), each checked against the allocation limit."""
         rel, path = self.weights_path(rank)
-        self.weights_info(rank)  # a malformed header gets our error, not the library's
+        in_file = self.weights_info(rank)  # a malformed header gets our error, not the library's
+        made = self.synthesized(rank)
+        both = sorted(set(in_file) & set(made))
+        if both:
+            raise self.error(MANIFEST, f"weight '{both[0]}' is both in {rel} and listed as synthesized")
         try:
             from safetensors.torch import load_file
 
-            return load_file(str(path), device="cpu")
+            weights = load_file(str(path), device="cpu")
         except Exception as e:  # the library's errors have no common base class
             raise self.error(rel, f"cannot read the weights: {e}") from None
+        if made:
+            from sdc.runtime.synth import synthesize
+
+            for name, spec in made.items():
+                weights[name] = synthesize(name, spec, self.manifest["weights"]["seed"])
+        return weights
 
 
 def artifact_error(root: Path | str, file: str, message: str) -> SdcError:
@@ -194,6 +223,8 @@ def _check_manifest(root: Path, m: Any) -> None:
             raise bad(f"entry.guards[{i}] is {len(g['condition'])} characters long, more than the limit of "
                       f"{MAX_GUARD_CHARS}")
     check_state(entry, bad)  # a training step's state table (sdc.runtime.state)
+    if "weights" in m:  # synthesized weights (sdc compile --weights none)
+        check_section(m["weights"], m["world_size"], bad)
     for rel, info in m["files"].items():
         safe_path(root, rel, MANIFEST)
         if not (isinstance(info, dict) and isinstance(info.get("sha256"), str) and _is_size(info.get("bytes"))):
@@ -282,6 +313,21 @@ def _check_plan(a: Artifact) -> None:
             raise bad(f"rank {r['rank']}: {len(r['inputs'])} inputs and {len(r['outputs'])} outputs, "
                       f"the manifest's entry has {n_in} and {n_out}")
         _cross_check(program, entry, a.world_size == 1, bad)
+        _check_synthesized(program, a.synthesized(r["rank"]), a.error)
+
+
+def _check_synthesized(program: RankProgram, table: dict[str, dict], error) -> None:
+    """Each synthesized weight is one the rank's plan binds, with the same shape and dtype: the
+    manifest cannot make the loader allocate anything the plan does not declare."""
+    bound = {v.weight: v for v in program.values.values() if v.weight is not None}
+    for name, spec in table.items():
+        value = bound.get(name)
+        where = f"synthesized weight '{name}' (rank {program.rank})"
+        if value is None:
+            raise error(MANIFEST, f"{where} is bound by no value of plan.json")
+        if list(value.shape) != spec["shape"] or value.dtype != spec["dtype"]:
+            raise error(MANIFEST, f"{where} is {spec['dtype']}{spec['shape']}, plan.json declares "
+                                  f"{value.dtype}{list(value.shape)}")
 
 
 def _cross_check(program: RankProgram, entry: dict, whole: bool, bad) -> None:

@@ -50,9 +50,9 @@ IN_PLACE_OPS: dict[str, tuple[int, ...]] = {
 
 # Ops whose result never shares memory with an operand (so a later op may write into it), and the
 # in-place-capable ops themselves (out of place they allocate; in place they write into such memory).
-FRESH_RESULT = frozenset({"conv", "layout_cast", "matmul", "batch_norm", "max_pool", "avg_pool", "global_avg_pool",
-                          "global_max_pool", "softmax", "log_softmax", "layer_norm", "rms_norm", "concat",
-                          *IN_PLACE_OPS})
+FRESH_RESULT = frozenset({"conv", "conv_weight_grad", "layout_cast", "matmul", "batch_norm", "max_pool", "avg_pool",
+                          "global_avg_pool", "global_max_pool", "softmax", "log_softmax", "layer_norm", "rms_norm",
+                          "concat", *IN_PLACE_OPS})
 
 
 def reference_kernel(name: str, ref: Kernel, in_place: int | None = None,

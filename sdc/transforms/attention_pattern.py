@@ -18,15 +18,22 @@ table `values[vid] = {"shape": [...], "dtype": "f32"}` whose dims are ints (stat
   depend on `s`: a causal mask built from iotas, a padding mask's compare) whose results broadcast
   into the scores (numpy rules, right-aligned): a scale, an additive mask `[B, 1, 1, Sk]`, a boolean
   mask under `where`, a causal `[Sq, Sk]` mask;
-- `p = softmax(s', axis=-1)`, then only casts of `p`;
-- `o = matmul(p, v)` (p not transposed), v `[*batch, Sk, Dv]` of p's dtype, Dv static <= MAX_HEAD_DIM;
-  `o` is the last op, the only value the ops write for others, and every op is needed for it.
+- `p = softmax(s', axis=-1)`, then only casts of `p`, and optionally the *empty-row fix-up* that
+  torch's decomposition of F.scaled_dot_product_attention adds: `where(all(s' == -inf, axis=-1), 0, p)`
+  (`eq`, `not`, casts, `reduce_max` over the keys, `not`, `where` with a zero constant), so that a
+  query row whose keys are all masked gives 0, not NaN; the kernel then writes 0 where a row's
+  softmax sum is 0, which happens exactly when every score of the row is -inf (`zero_empty_rows`);
+- `o = matmul(p, v)` (p not transposed), v `[*batch, Sk, Dv]` of p's dtype, Dv static <= MAX_HEAD_DIM,
+  then only casts of `o` (the output cast of a model compiled at a lower precision: the kernel rounds
+  to the matmul's dtype, then to the cast's); the last of these is the only value the ops write for
+  others, and every op is needed for it.
 
 `match_attention` returns an `AttentionMatch` or raises `NotAttention` with the reason.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -61,6 +68,9 @@ class AttentionMatch:
     probs: str  # the second matmul's lhs: the softmax's result after its casts
     output: str
     chain: tuple[int, ...]  # op indices before the softmax but the first matmul (score chain and mask ops)
+    zero_empty_rows: bool = False  # the empty-row fix-up was matched: a row of -inf scores gives 0
+    fixup: tuple[int, ...] = ()  # its op indices (not lowered: the kernel's l == 0 test is the fix-up)
+    product: str = ""  # the second matmul's result (`output` is it, or the last of its casts)
 
 
 def _static(d: Any) -> bool:
@@ -78,9 +88,67 @@ def _broadcasts_into(shape: Sequence, target: Sequence) -> bool:
     return all(d == 1 or _dims_agree(d, t) for d, t in zip(shape, target[len(target) - len(shape):]))
 
 
-def match_attention(ops: Sequence[Mapping], values: Mapping[str, Mapping], outputs: Sequence[str]) -> AttentionMatch:
+Scalar = Callable[[str], "float | None"]  # value id -> its value when it is a constant of one value everywhere
+
+
+def _no_scalars(vid: str) -> float | None:
+    return None
+
+
+def _empty_row_fixup(ops: Sequence[Mapping], sm: int, pv: int, values: Mapping[str, Mapping],
+                     scalar: Scalar) -> tuple[int, ...]:
+    """The op indices of torch's empty-row fix-up between the softmax `sm` and the second matmul `pv`
+    (see the module docstring), or () when there is none. Only the exact form is taken: each step
+    is what makes `where(all(scores == -inf), 0, p)` true, so the kernel's "sum 0 -> output 0" is it."""
+    producer = {e["outputs"][0]: i for i, e in enumerate(ops[:pv]) if e["outputs"]}
+    scores = ops[sm]["inputs"][0]
+    rank = len(values[scores]["shape"])
+    where = [i for i in range(sm + 1, pv) if ops[i]["op"] == "where"]
+    if len(where) != 1:
+        return ()
+    (w,) = where
+    cond, fill, _ = ops[w]["inputs"]
+    if scalar(fill) != 0.0:
+        return ()
+    taken = [w]
+
+    def step(vid: str, name: str, optional: bool = False) -> str | None:
+        i = producer.get(vid)
+        if i is None or ops[i]["op"] != name:
+            return vid if optional else None
+        taken.append(i)
+        return ops[i]["inputs"][0]
+
+    x = step(cond, "not")
+    x = x and step(x, "cast", optional=True)
+    if x is None or producer.get(x) is None or ops[producer[x]]["op"] != "reduce_max":
+        return ()
+    red = ops[producer[x]]
+    axes = [a % rank for a in red["attrs"].get("axes", ())]
+    if axes != [rank - 1] or not red["attrs"].get("keepdims"):
+        return ()
+    taken.append(producer[x])
+    x = step(red["inputs"][0], "cast", optional=True)
+    x = x and step(x, "not")
+    i = producer.get(x) if x else None
+    if i is None or ops[i]["op"] != "eq" or scalar(ops[i]["inputs"][1]) != -math.inf:
+        return ()
+    tested = ops[i]["inputs"][0]
+    widened = producer.get(scores)
+    if widened is not None and ops[widened]["op"] == "cast" and ops[widened]["inputs"][0] == tested and \
+            values[tested]["dtype"] in ("f16", "bf16") and values[scores]["dtype"] == "f32":
+        tested = scores  # f16/bf16 -> f32 is exact: -inf there is -inf after it, and nothing else becomes -inf
+    if tested != scores:
+        return ()
+    taken.append(i)
+    return tuple(sorted(taken))
+
+
+def match_attention(ops: Sequence[Mapping], values: Mapping[str, Mapping], outputs: Sequence[str],
+                    scalar: Scalar = _no_scalars) -> AttentionMatch:
     """The attention in `ops` (see the module docstring); NotAttention when they are anything else.
-    `outputs`: the values the ops write for others."""
+    `outputs`: the values the ops write for others; `scalar(vid)`: a value's number when it is a
+    constant of one value everywhere (the fix-up's -inf and 0), else None."""
     names = [e["op"] for e in ops]
     matmuls = [i for i, n in enumerate(names) if n == "matmul"]
     softmaxes = [i for i, n in enumerate(names) if n == "softmax"]
@@ -88,12 +156,16 @@ def match_attention(ops: Sequence[Mapping], values: Mapping[str, Mapping], outpu
         raise NotAttention(f"{len(matmuls)} matmuls and {len(softmaxes)} softmaxes (attention has 2 and 1)")
     qk, pv = matmuls
     (sm,) = softmaxes
-    if not qk < sm < pv or pv != len(ops) - 1:
-        raise NotAttention("not matmul, softmax, matmul in that order, the last matmul last")
+    if not qk < sm < pv:
+        raise NotAttention("not matmul, softmax, matmul in that order")
     for e in ops:
         if len(e["outputs"]) != 1:
             raise NotAttention(f"'sdc.{e['op']}' has {len(e['outputs'])} results")
     out = ops[pv]["outputs"][0]
+    for e in ops[pv + 1:]:
+        if e["op"] != "cast" or e["inputs"] != [out]:
+            raise NotAttention(f"'sdc.{e['op']}' after the second matmul (only casts may be)")
+        out = e["outputs"][0]
     if list(outputs) != [out]:
         raise NotAttention(f"the group writes {sorted(outputs)}, not only the second matmul's result")
     shape = lambda vid: list(values[vid]["shape"])  # noqa: E731
@@ -115,7 +187,8 @@ def match_attention(ops: Sequence[Mapping], values: Mapping[str, Mapping], outpu
 
     # the score chain: ops depending on s; the rest of the ops before the softmax are mask ops
     depends = {s}
-    chain = tuple(i for i in range(sm) if i != qk)  # mask ops may come before the first matmul
+    fixup = _empty_row_fixup(ops, sm, pv, values, scalar)
+    chain = tuple(i for i in range(sm) if i != qk and i not in fixup)  # mask ops may come before the first matmul
     for i in chain:
         e = ops[i]
         if e["op"] not in SCORE_OPS:
@@ -137,7 +210,15 @@ def match_attention(ops: Sequence[Mapping], values: Mapping[str, Mapping], outpu
     if soft["attrs"].get("axis", -1) % len(scores_shape) != len(scores_shape) - 1:
         raise NotAttention(f"a softmax along axis {soft['attrs'].get('axis')}, not the keys' (last) one")
     probs = soft["outputs"][0]
-    for e in ops[sm + 1:pv]:
+    for i in range(sm + 1, pv):
+        e = ops[i]
+        if fixup and i == fixup[-1]:  # the where: the probabilities where the row has a key, else 0
+            if e["inputs"][2] != probs or shape(e["outputs"][0]) != shape(probs):
+                raise NotAttention("the empty-row fix-up does not select from the probabilities")
+            probs = e["outputs"][0]
+            continue
+        if i in fixup:
+            continue
         if e["op"] != "cast" or e["inputs"] != [probs]:
             raise NotAttention(f"'sdc.{e['op']}' between the softmax and the second matmul (only casts may be)")
         probs = e["outputs"][0]
@@ -151,7 +232,7 @@ def match_attention(ops: Sequence[Mapping], values: Mapping[str, Mapping], outpu
     value_dim = shape(v)[-2 if transpose_v else -1]
     if not _static(value_dim) or value_dim > MAX_HEAD_DIM:
         raise NotAttention(f"value head dim {value_dim} (the kernel takes a static one of at most {MAX_HEAD_DIM})")
-    if len(shape(out)) != len(scores_shape) or any(len(shape(x)) > len(scores_shape) for x in (q, k, v)):
+    if len(shape(ops[pv]["outputs"][0])) != len(scores_shape) or any(len(shape(x)) > len(scores_shape) for x in (q, k, v)):
         raise NotAttention("q, k, v or the output have more batch dims than the scores")
 
     # every op is needed for the output (a dead op would be computed for nothing), and no score value is
@@ -161,23 +242,25 @@ def match_attention(ops: Sequence[Mapping], values: Mapping[str, Mapping], outpu
         if e["outputs"][0] not in needed:
             raise NotAttention(f"'sdc.{e['op']}' is not needed for the attention's output")
         needed.update(e["inputs"])
-    if any(vid in depends for e in ops[sm + 1:] for vid in e["inputs"]):
+    if any(vid in depends for i, e in enumerate(ops[sm + 1:], sm + 1) if i not in fixup[:-1] for vid in e["inputs"]):
         raise NotAttention("a score value is read after the softmax")
-    return AttentionMatch(qk, sm, pv, q, k, v, transpose_q, transpose_k, transpose_v, scores, probs, out, chain)
+    return AttentionMatch(qk, sm, pv, q, k, v, transpose_q, transpose_k, transpose_v, scores, probs, out, chain,
+                          bool(fixup), fixup, ops[pv]["outputs"][0])
 
 
 # ---------------------------------------------------------------- sdc-fuse: three groups become one
 
 
 def merge_attention_groups(graph: FusionGraph, grouping: Grouping, entry: Callable[[int], dict],
-                           values: Mapping[str, Mapping]) -> Grouping:
+                           values: Mapping[str, Mapping], scalar: Scalar = _no_scalars) -> Grouping:
     """`grouping` (fuse.Grouping of `graph`) with each matched attention's three groups merged into one
     group of kind "attention".
 
     `entry(n)`: node n as a plan-style op entry whose value ids are `f"v{index}"` of the graph's values;
     `values`: those ids' shapes and dtypes. The groups are the first matmul's (with its epilogue and
     any mask ops sdc-fuse put there), the softmax's (with its casts) and the second matmul's, which
-    must hold that matmul alone. The merged group is convex: only its output leaves it, and every op
+    must hold that matmul alone; with torch's empty-row fix-up (a `where` between the softmax and the
+    second matmul) the fix-up's group joins them too. The merged group is convex: only its output leaves it, and every op
     in it is needed for that output. Recomputed ops (held by several groups) are left alone."""
     from sdc.transforms.fuse import ANCHORS, Group, Grouping
 
@@ -190,33 +273,63 @@ def merge_attention_groups(graph: FusionGraph, grouping: Grouping, entry: Callab
     group_of = {n: g for g, members in enumerate(groups) for n in members if len(holders[n]) == 1}
     consumers = graph.consumers()
     returned = set(graph.outputs)
-    merged: list[tuple[int, int, int]] = []
+    merged: list[tuple[int, ...]] = []
+
+    def producers_of(g: int) -> set[int]:
+        return {group_of.get(graph.values[v].producer) for m in groups[g] for v in graph.nodes[m].operands
+                if graph.values[v].producer is not None} - {None, g}
+
+    def ga_of(g: int) -> int | None:
+        """The matmul group an elementwise group of score ops reads, when it reads exactly one."""
+        if not all(graph.nodes[m].label[4:] in SCORE_OPS for m in groups[g]):
+            return None
+        found = [h for h in producers_of(g) if kinds[h] in ANCHORS and
+                 any(graph.nodes[m].label == "sdc.matmul" for m in groups[h])]
+        return found[0] if len(found) == 1 else None
+
+    def depends_on(g: int, target: int, seen: set[int] | None = None) -> bool:
+        seen = set() if seen is None else seen
+        if g == target:
+            return True
+        seen.add(g)
+        return any(depends_on(p, target, seen) for p in producers_of(g) - seen)
     taken: set[int] = set()
     for n, node in enumerate(graph.nodes):
         if node.label != "sdc.softmax" or n not in group_of:
             continue
-        at = n  # the second matmul: the one reader of the probabilities, after their casts
+        at = n  # the second matmul: the one reader of the probabilities, after their casts (and fix-up)
+        fixups: set[int] = set()
         while True:
             readers = consumers[graph.nodes[at].results[0]]
-            if len(readers) != 1 or graph.nodes[readers[0]].label not in ("sdc.cast", "sdc.matmul"):
+            if len(readers) != 1 or graph.nodes[readers[0]].label not in ("sdc.cast", "sdc.matmul", "sdc.where"):
                 break
+            if graph.nodes[readers[0]].label == "sdc.where":
+                if readers[0] not in group_of:
+                    break
+                fixups.add(group_of[readers[0]])
             at = readers[0]
             if graph.nodes[at].label == "sdc.matmul":
                 break
         if graph.nodes[at].label != "sdc.matmul" or at not in group_of:
             continue
         gs, gv = group_of[n], group_of[at]
-        producers = {group_of.get(graph.values[v].producer) for m in groups[gs] for v in graph.nodes[m].operands
-                     if graph.values[v].producer is not None} - {None, gs}
+        producers = producers_of(gs)
         anchored = [g for g in producers if kinds[g] in ANCHORS and
                     any(graph.nodes[m].label == "sdc.matmul" for m in groups[g])]
-        if len(anchored) != 1 or groups[gv] != [at]:
+        # the score chain may be a group of its own between the matmul and the softmax (a mask's add
+        # whose result the softmax and the fix-up both read): elementwise score ops reading the matmul
+        between = [g for g in producers - set(anchored) if ga_of(g) is not None]
+        anchored += [ga_of(g) for g in between]
+        if len(set(anchored)) != 1 or not _matmul_and_casts(graph, groups[gv], at):
             continue
-        (ga,) = anchored
-        three = {ga, gs, gv}
-        if len(three) != 3 or three & taken:
+        ga = anchored[0]
+        if any(depends_on(p, ga) for g in between for p in producers_of(g) - {ga}):
+            continue  # a mask made from the matmul's result elsewhere: merging would not be convex
+        fixups -= {gs}
+        three = {ga, gs, gv} | fixups | set(between)
+        if len(three) != 3 + len(fixups) + len(between) or three & taken:
             continue
-        members = sorted(groups[ga] + groups[gs] + groups[gv])
+        members = sorted({m for g in three for m in groups[g]})  # an op recomputed in two of them: once
         if len({graph.nodes[m].place for m in members}) != 1:
             continue
         inside = set(members)
@@ -225,16 +338,16 @@ def merge_attention_groups(graph: FusionGraph, grouping: Grouping, entry: Callab
         leaving = [f"v{r}" for m in members for r in graph.nodes[m].results
                    if not holders[m] - three and (r in returned or any(c not in inside for c in consumers[r]))]
         try:
-            match_attention([entry(m) for m in members], values, leaving)
+            match_attention([entry(m) for m in members], values, leaving, scalar)
         except NotAttention:
             continue
-        merged.append((ga, gs, gv))
+        merged.append(tuple(sorted(three)))
         taken |= three
     if not merged:
         return grouping
     kept = [i for i in range(len(groups)) if i not in taken]
     out = [grouping.groups[i] for i in kept]
-    out += [Group(sorted(groups[ga] + groups[gs] + groups[gv]), ATTENTION) for ga, gs, gv in merged]
+    out += [Group(sorted({m for g in three for m in groups[g]}), ATTENTION) for three in merged]
     renumber = {old: new for new, old in enumerate(kept)}
     for j, three in enumerate(merged):
         renumber.update({old: len(kept) + j for old in three})
@@ -243,17 +356,38 @@ def merge_attention_groups(graph: FusionGraph, grouping: Grouping, entry: Callab
         for m in group.members:
             if home[m] < 0:
                 home[m] = g
-    return Grouping(out, home, [(n, renumber[g]) for n, g in grouping.recomputed])
+    # a copy of an op into a group that now also holds the op itself (a mask's add recomputed in the
+    # fix-up's group, all merged) is no copy any more: the merged group computes it once
+    copies = [(n, renumber[g]) for n, g in grouping.recomputed
+              if not any(renumber[h] == renumber[g] for h in holders[n] if h != g)]
+    return Grouping(out, home, copies)
 
 
 ATTENTION = "attention"  # the sdc.fusion kind of a merged group
 
 
-def fuse_entries(ops: Sequence[Any], value_index: Mapping[Any, int]) -> tuple[Callable[[int], dict], dict[str, dict]]:
+def _matmul_and_casts(graph: FusionGraph, members: Sequence[int], at: int) -> bool:
+    """Whether a group is the matmul `at` alone or with a chain of casts of its result."""
+    if members[0] != at:
+        return False
+    last = graph.nodes[at].results[0]
+    for m in members[1:]:
+        node = graph.nodes[m]
+        if node.label != "sdc.cast" or list(node.operands) != [last]:
+            return False
+        last = node.results[0]
+    return True
+
+
+def fuse_entries(ops: Sequence[Any], value_index: Mapping[Any, int]
+                 ) -> tuple[Callable[[int], dict], dict[str, dict], Scalar]:
     """sdc-fuse's IR ops (node -> op) as plan-style op entries for `match_attention`: the `entry(n)`
-    function and the values table (value ids `f"v{index}"`)."""
+    function, the values table (value ids `f"v{index}"`) and the `scalar` lookup of splat constants."""
     from sdc.dialect.attrs import AttrError
-    from sdc.dialect.ir import read_attrs, tensor_spec
+    import torch
+
+    from sdc import dtypes
+    from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
     from sdc.dialect.opdef import OPS
     from sdc.dialect.shapes import is_static
 
@@ -275,4 +409,60 @@ def fuse_entries(ops: Sequence[Any], value_index: Mapping[Any, int]) -> tuple[Ca
         return {"op": name, "attrs": attrs, "inputs": [f"v{value_index[v]}" for v in op.operands],
                 "outputs": [f"v{value_index[r]}" for r in op.results]}
 
-    return entry, values
+    by_id = {f"v{i}": v for v, i in value_index.items()}
+
+    def scalar(vid: str) -> float | None:
+        return _splat_value(by_id[vid]) if vid in by_id else None
+
+    def _splat_value(value: Any) -> float | None:
+        """A splat constant's number, through the casts the mixed-precision pass puts on constants."""
+        op = defining_op(value)
+        if op is not None and op.name == "sdc.cast":
+            inner = _splat_value(op.operands[0])
+            spec = tensor_spec(op.results[0].type)
+            return None if inner is None else float(torch.tensor(inner).to(dtypes.to_torch(spec.dtype)))
+        if op is None or op.name != "sdc.constant":
+            return None
+        dense = read_attrs(OPS["constant"], op)["value"]
+        return float(dense.data.reshape(-1)[0]) if dense.is_splat() else None
+
+    return entry, values, scalar
+
+
+# ---------------------------------------------------------------- sdc-canonicalize: batched matmuls back to their rank
+
+
+def unflatten_batch_matmul(op: Any, rewriter: Any) -> bool:
+    """`reshape(matmul(reshape(a), reshape(b)))` -> `matmul(a, b)` when the reshapes only merge and split
+    the same leading batch dims (a sdc-canonicalize pattern on `sdc.reshape`).
+
+    torch.export decomposes a 4-D `q @ k.transpose(-1, -2)` (and F.scaled_dot_product_attention) into
+    3-D bmms between reshapes; the flash-attention matcher, like the matmul template, wants the batch
+    dims the model meant, so a reshape sitting between the two matmuls and the softmax does not hide
+    the attention. Static shapes only: with a dynamic dim the types cannot show the dims are the same."""
+    from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
+    from sdc.dialect.op_classes import create
+    from sdc.dialect.opdef import OPS
+    from sdc.dialect.shapes import is_static
+
+    matmul = defining_op(op.operands[0])
+    if matmul is None or matmul.name != "sdc.matmul" or len(list(matmul.results[0].uses)) != 1:
+        return False
+    flat_lhs, flat_rhs = (defining_op(v) for v in matmul.operands)
+    if flat_lhs is None or flat_rhs is None or flat_lhs.name != "sdc.reshape" or flat_rhs.name != "sdc.reshape":
+        return False
+    lhs, rhs = flat_lhs.operands[0], flat_rhs.operands[0]
+    shapes = [tensor_spec(v.type).shape for v in (lhs, rhs, op.results[0], flat_lhs.results[0],
+                                                   flat_rhs.results[0], matmul.results[0])]
+    if not all(is_static(d) for s in shapes for d in s):
+        return False
+    a, b, out, a3, b3, m3 = shapes
+    if len(m3) != 3 or len(a) != len(out) or len(b) != len(out) or len(out) < 3:
+        return False
+    if a[:-2] != out[:-2] or b[:-2] != out[:-2] or a[-2:] != a3[1:] or b[-2:] != b3[1:] or out[-2:] != m3[1:]:
+        return False
+    attrs = read_attrs(OPS["matmul"], matmul)
+    with rewriter.ip:
+        new = create("matmul", [lhs, rhs], attrs, result_types=[op.results[0].type], loc=matmul.location)
+    rewriter.replace_op(op, new.results)
+    return True

@@ -4,6 +4,8 @@ Patterns (each a small function; see PATTERNS):
 - a cast to the operand's own type disappears; a cast of a lossless cast casts once;
 - a reshape of a reshape is one reshape; a reshape to the operand's own static type disappears;
 - a transpose of a transpose is one transpose, and an identity transpose disappears;
+- a bmm between reshapes that flatten and restore the same batch dims is a matmul of the full rank
+  (attention_pattern.unflatten_batch_matmul: torch.export's decomposition of 4-D matmuls);
 - squeeze/unsqueeze/reshape/transpose/cast/... of constants fold when the result is small
   (at most FOLD_LIMIT elements): shape computations exported graphs build at run time
   become literals.
@@ -23,6 +25,7 @@ from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir, rewrite
+from sdc.transforms.attention_pattern import unflatten_batch_matmul
 from sdc.transforms.base import ModulePass, pattern_set
 
 FOLD_LIMIT = 4096
@@ -150,7 +153,7 @@ def fold_constant_operands(op, rewriter) -> bool:
 
 PATTERNS = {
     "sdc.cast": [cast_to_same_type, cast_of_lossless_cast],
-    "sdc.reshape": [reshape_to_same_type, reshape_of_reshape],
+    "sdc.reshape": [reshape_to_same_type, reshape_of_reshape, unflatten_batch_matmul],
     "sdc.transpose": [identity_transpose, transpose_of_transpose],
 }
 FOLDABLE = [name for name, d in OPS.items() if d.pure and d.operands and name != "constant"]

@@ -410,8 +410,10 @@ def _recompute(graph: FusionGraph, groups: list[list[int]], flops_per_byte: floa
                 groups[h][:] = members
             holders[n] = trial_holders[n]
             done.extend((n, h) for h in targets)
-    groups[:] = [m for m in groups if m]
-    return done
+    kept = [g for g, m in enumerate(groups) if m]  # a group all of whose ops were copied out is gone
+    renumber = {old: new for new, old in enumerate(kept)}
+    groups[:] = [groups[g] for g in kept]
+    return [(n, renumber[h]) for n, h in done]  # the copies' groups as the caller will number them
 
 
 def _compatible(graph: FusionGraph, node: Node, members: Sequence[int]) -> bool:
@@ -635,6 +637,12 @@ def _flops(name: str, kind: str, op: ir.Operation, attrs: dict) -> int:
         w = tensor_spec(op.operands[1].type)
         per = 1
         for d in w.shape[1:]:
+            per *= d if is_static(d) else lm.DYNAMIC_DIM
+        return 2 * out * per
+    if name == "conv_weight_grad":  # a multiply-add per weight element per grad position
+        g = tensor_spec(op.operands[1].type)
+        per = 1
+        for d in (g.shape[0], *g.shape[2:]):
             per *= d if is_static(d) else lm.DYNAMIC_DIM
         return 2 * out * per
     if kind == "pooling":

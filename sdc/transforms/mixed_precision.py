@@ -38,8 +38,9 @@ Weights: ops computed from weights alone (`sdc.parameter`, `sdc.constant` and pu
 such as sdc-fold-conv-batch-norm's folded weights) stay f32, and their low versions are casts: the
 planner evaluates `cast(weight)` at compile time (sdc/codegen/plan.py), so the artifact stores the
 weight in the compute dtype. A constant in the IR becomes a low constant instead; for f16 its
-values are clipped to f16's finite range (+-65504), so an attention mask's -1e9 stays finite, as
-ONNX Runtime's float16 converter does (parameters are cast, not clipped).
+finite values are clipped to f16's finite range (+-65504), so an attention mask's -1e9 stays finite,
+as ONNX Runtime's float16 converter does (parameters are cast, not clipped); infinities stay (a -inf
+causal mask, and the `x == -inf` test of torch's empty-row fix-up after softmax, mean them).
 
 `tf32` and `f32` change no dtype. Every precision records itself on the module as
 `sdc.precision = "<precision>"`: with tf32 the matmul kernels read it (f32 operands, tensor-core
@@ -207,8 +208,8 @@ class _Lowering:
     def _low_constant(self, constant: ir.Operation, dtype: str) -> ir.Value:
         """A copy of an f32 constant in `dtype` (f16: clipped to its finite range)."""
         values = read_attrs(OPS["constant"], constant)["value"].tensor
-        if dtype == "f16":
-            values = values.clamp(-F16_MAX, F16_MAX)
+        if dtype == "f16":  # infinities stay: a -inf mask and the tests against it (x == -inf) mean them
+            values = _torch().where(values.isinf(), values, values.clamp(-F16_MAX, F16_MAX))
         dense = DenseValue.from_torch(values.to({"bf16": _torch().bfloat16, "f16": _torch().float16}[dtype]))
         with ir.InsertionPoint.after(constant):
             return create("constant", [], {"value": dense}, loc=constant.location).results[0]

@@ -214,6 +214,33 @@ def _conv_rule(operands, results, attrs) -> FactorRule:
     return FactorRule(fs.kinds, rows, [orow], "one" if len(operands) == 2 else "", roles=roles)
 
 
+def _conv_weight_grad_rule(operands, results, attrs) -> FactorRule:
+    """`nce,noe->ock`: the batch is a reduction (data parallel gives partial weight gradients, which
+    the gradient all-reduce sums), channels are parallel, the window dims blocked."""
+    x, g = operands
+    out = results[0]
+    groups = attrs.get("groups", 1)
+    fs = _Factors()
+    n = fs.new(REDUCTION)
+    xrow: list = [n] + [None] * (len(x) - 1)
+    grow: list = [n] + [None] * (len(g) - 1)
+    orow: list = [None] * len(out)
+    roles: dict[int, str] = {}
+    if groups == 1:
+        c, o = fs.new(), fs.new()
+        xrow[1], grow[1], orow[0], orow[1] = c, o, o, c
+    elif _same(x[1], groups) and _same(g[1], groups) and _is_one(out[1]):
+        ch = fs.new()  # depthwise: one factor runs over the channels and the groups
+        roles = {ch: "groups"}
+        xrow[1], grow[1], orow[0] = ch, ch, ch
+    else:
+        xrow[1], grow[1], orow[0], orow[1] = fs.new(BLOCKED), fs.new(BLOCKED), fs.new(BLOCKED), fs.new(BLOCKED)
+    for row, dims in ((xrow, x), (grow, g), (orow, out)):
+        for i in range(2, len(dims)):
+            row[i] = fs.new(BLOCKED)
+    return FactorRule(fs.kinds, [xrow, grow], [orow], "one", roles=roles)
+
+
 def _conv_transpose_rule(operands, results, attrs) -> FactorRule:
     x, w = operands
     out = results[0]
@@ -515,6 +542,8 @@ def rule_for(name: str, family: str, attrs: dict, operands: Sequence[Sequence], 
         return _conv_rule(operands, results, attrs)
     if name == "conv_transpose":
         return _conv_transpose_rule(operands, results, attrs)
+    if name == "conv_weight_grad":
+        return _conv_weight_grad_rule(operands, results, attrs)
     if name in ("max_pool", "global_max_pool"):
         return _window_rule(operands, results, attrs)
     if name in ("avg_pool", "global_avg_pool"):

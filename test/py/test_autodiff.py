@@ -172,6 +172,12 @@ def _cumsum_ref(x, exclusive, reverse):
     return y.flip(1) if reverse else y
 
 
+def _conv_dw(x, g, w_shape, **kw):
+    """torch's weight gradient of `conv2d(x, w, **kw)` for cotangent g, itself differentiable."""
+    w = torch.randn(w_shape, dtype=x.dtype, requires_grad=True)
+    return torch.autograd.grad(F.conv2d(x, w, **kw), w, g, create_graph=True)[0]
+
+
 def _gelu_tanh(x):
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 
@@ -284,6 +290,13 @@ CASES = [
     ("conv_3d_depthwise", "conv", {"strides": [2, 1, 2], "pads": [1, 0, 1, 1, 0, 0], "groups": 2},
      [((1, 2, 5, 4, 5), "any"), ((2, 1, 2, 3, 2), "any")],
      lambda x, w: F.conv3d(F.pad(x, (1, 0, 0, 0, 1, 1)), w, stride=(2, 1, 2), groups=2)),
+    # The weight gradient's own rule (double backward): against autograd through torch's conv weight gradient.
+    ("conv_weight_grad", "conv_weight_grad", {"strides": [2, 2], "pads": [1, 1, 1, 1], "kernel": [3, 3]},
+     [((2, 3, 8, 7), "any"), ((2, 5, 4, 4), "any")], lambda x, g: _conv_dw(x, g, (5, 3, 3, 3), stride=2, padding=1)),
+    ("conv_weight_grad_groups_dilation", "conv_weight_grad",
+     {"strides": [1, 2], "pads": [1, 0, 2, 1], "dilations": [2, 1], "groups": 2, "kernel": [3, 3]},
+     [((2, 4, 9, 8), "any"), ((2, 6, 8, 4), "any")],
+     lambda x, g: _conv_dw(F.pad(x, (0, 1, 1, 2)), g, (6, 2, 3, 3), stride=(1, 2), dilation=(2, 1), groups=2)),
     ("conv_transpose", "conv_transpose", {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 0]},
      [((2, 4, 3, 4), "any"), ((4, 3, 3, 3), "any")],
      lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=(1, 0))),

@@ -155,14 +155,14 @@ def _token_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def test_transformer_block_budget_lowers_the_planned_peak_with_the_same_losses():
-    """A transformer block: a 450 KiB budget, below the pass's estimate without recomputation, plans a
+    """A transformer block: a 560 KiB budget, below the pass's estimate without recomputation, plans a
     lower peak within the budget, and an artifact arena within it, with bit-equal losses and
     parameters; both runs train as torch eager does."""
     torch.manual_seed(int(torch.randint(1 << 30, ())))
     model = _Block()
     gen = torch.Generator().manual_seed(int(torch.randint(1 << 30, ())))
     data = [(torch.randn(8, 16, 32, generator=gen), torch.randint(0, 11, (8, 16), generator=gen)) for _ in range(3)]
-    budget = 450 * KIB
+    budget = 560 * KIB
     runs = {}
     for limit in (None, budget):
         step = sdc.compile_train(copy.deepcopy(model), data[0], loss=_token_loss, optimizer=sdc.optim.AdamW(lr=1e-3),

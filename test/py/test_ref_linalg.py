@@ -222,8 +222,32 @@ def test_global_pool(name, fn, shape, rng):
     assert_matches(call(name, x), fn(as_float64(x), axis=axes, keepdims=True), "f32")
 
 
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((2, 3, 9, 9), (4, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((2, 4, 8, 7), (6, 2, 3, 2), {"groups": 2, "dilations": [2, 1], "pads": [0, 1, 2, 0]}),
+    ((3, 2, 10), (5, 2, 3), {}),
+])
+def test_conv_weight_grad(x_shape, w_shape, attrs, rng):
+    """d(sum(conv(x, w) * g))/dw by torch.autograd in float64 against sdc.conv_weight_grad(x, g)."""
+    import torch
+    import torch.nn.functional as F
+
+    x = random(rng, x_shape)
+    w = torch.tensor(random(rng, w_shape), dtype=torch.float64, requires_grad=True)
+    n = len(x_shape) - 2
+    pads = attrs.get("pads", [0] * 2 * n)
+    xt = F.pad(torch.tensor(as_float64(x)), [p for d in reversed(range(n)) for p in (pads[d], pads[n + d])])
+    conv = {1: F.conv1d, 2: F.conv2d}[n]
+    y = conv(xt, w, stride=attrs.get("strides", [1] * n), dilation=attrs.get("dilations", [1] * n),
+             groups=attrs.get("groups", 1))
+    g = random(rng, tuple(y.shape))
+    (y * torch.tensor(as_float64(g))).sum().backward()
+    got = call("conv_weight_grad", x, g, kernel=list(w_shape[2:]), **attrs)
+    assert_matches(got, w.grad.numpy(), "f32")
+
+
 def test_every_window_op_has_a_reference_case():
-    covered = {"matmul", "conv", "max_pool", "avg_pool", "global_avg_pool", "global_max_pool"}
+    covered = {"matmul", "conv", "conv_weight_grad", "max_pool", "avg_pool", "global_avg_pool", "global_max_pool"}
     families = {"contraction", "convolution", "pooling"}
     missing = sorted(n for n in foundation_ops(families) if n not in covered)
     assert not missing, f"ops without a reference test: {missing}"

@@ -66,6 +66,11 @@ def test_sharding_text_json_and_checks():
     ("gather", {"axis": 0}, [[100, 16], [4, 8]], [[4, 8, 16]], "ab,cd->cdb (a:masked)"),
     ("conv", {"groups": 1}, [[2, 3, 8, 8], [4, 3, 3, 3]], [[2, 4, 8, 8]],
      "abcd,ebfg->aehi (b:reduction c:blocked d:blocked f:blocked g:blocked h:blocked i:blocked)"),
+    # The weight gradient sums over the batch: data parallel leaves partial sums for the all-reduce.
+    ("conv_weight_grad", {"groups": 1, "kernel": [3, 3]}, [[2, 3, 8, 8], [2, 4, 8, 8]], [[4, 3, 3, 3]],
+     "abcd,aefg->ebhi (a:reduction c:blocked d:blocked f:blocked g:blocked h:blocked i:blocked)"),
+    ("conv_weight_grad", {"groups": 4, "kernel": [3, 3]}, [[2, 4, 8, 8], [2, 4, 8, 8]], [[4, 1, 3, 3]],
+     "abcd,abef->b1gh (a:reduction c:blocked d:blocked e:blocked f:blocked g:blocked h:blocked)"),
 ])
 def test_rules_read_like_einsums(name, attrs, operands, results, einsum):
     from sdc.dialect.opdef import get_op

@@ -243,3 +243,156 @@ def test_text_models_run_one_attention_kernel_per_layer(kind, small_text_models,
     (got,) = exe(**{k: torch.from_numpy(v) for k, v in feeds.items()})
     (want,) = session.run(None, feeds)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- models imported from torch
+
+
+def _torch_kernels(model: torch.nn.Module, args: tuple, out: Path, precision: str = "f32"):
+    """`model` compiled from torch for target cuda (kernels interpreted on the CPU), and its attention kernels."""
+    import sdc
+
+    exe = sdc.compile(model, args, target="cuda", precision=precision, output=out, device="cpu")
+    return exe, attention_kernels(out)
+
+
+class Sdpa(torch.nn.Module):
+    """F.scaled_dot_product_attention as a model calls it: torch.export decomposes it into 3-D bmms between
+    reshapes, the scale split over q and k, and the fix-up that gives rows with every key masked 0."""
+
+    def __init__(self, causal: bool = False):
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q, k, v, *mask):
+        return F.scaled_dot_product_attention(q, k, v, *mask, is_causal=self.causal)
+
+
+# (mask, precision): no mask, is_causal, a boolean mask with one row all masked (the fix-up gives 0 there),
+# an additive float mask; f16 and bf16 by the mixed-precision pass
+SDPA_CASES = [("none", "f32"), ("causal", "f32"), ("bool", "f32"), ("float", "f32"), ("causal", "f16"),
+              ("bool", "bf16")]
+
+
+@pytest.mark.parametrize("mask,precision", SDPA_CASES)
+def test_torch_sdpa_is_one_attention_kernel(mask, precision, tmp_path, rng):
+    b, h, sq, sk, d = 2, 2, 13, 21, 16
+    q, k, v = (torch.randn(b, h, n, d, generator=rng) for n in (sq, sk, sk))
+    extra: tuple = ()
+    if mask == "bool":
+        keep = torch.rand(b, 1, sq, sk, generator=rng) > 0.3
+        keep[0, :, 3] = False  # a query that sees no key
+        extra = (keep,)
+    elif mask == "float":
+        extra = (torch.randn(b, 1, 1, sk, generator=rng),)
+    model = Sdpa(causal=mask == "causal")
+    exe, kernels = _torch_kernels(model, (q, k, v, *extra), tmp_path / "sdpa.sdc", precision)
+    assert len(kernels) == 1
+    assert [e["op"] for e in kernels[0]["ops"]].count("matmul") == 2
+    q2, k2, v2 = (torch.randn_like(t) for t in (q, k, v))  # fresh inputs, not the example ones
+    (got,) = exe(q2, k2, v2, *extra)
+    want = model(q2.double(), k2.double(), v2.double(), *(m.double() if m.is_floating_point() else m for m in extra))
+    if mask == "bool":
+        assert torch.all(got[0, :, 3] == 0)
+    rtol, atol = TOLERANCE[precision]
+    torch.testing.assert_close(got.double(), want, rtol=rtol, atol=atol)
+
+
+def test_the_empty_row_fixup_needs_a_zero_fill():
+    """The fix-up is taken only as `where(all(s == -inf), 0, p)`: another fill is not what the kernel writes."""
+    shape = [2, 4, 8, 8]
+    values = {v: {"shape": shape, "dtype": "f32"} for v in ("q", "k", "s", "p", "v", "o", "z", "w")}
+    values.update({"e": {"shape": shape, "dtype": "i1"}, "n": {"shape": shape, "dtype": "i1"},
+                   "c": {"shape": shape, "dtype": "i32"}, "r": {"shape": shape[:-1] + [1], "dtype": "i32"},
+                   "b": {"shape": shape[:-1] + [1], "dtype": "i1"}, "a": {"shape": shape[:-1] + [1], "dtype": "i1"},
+                   "inf": {"shape": [], "dtype": "f32"}})
+    ops = [_entry("matmul", ["q", "k"], "s", transpose_rhs=True), _entry("softmax", ["s"], "p", axis=-1),
+           _entry("eq", ["s", "inf"], "e"), _entry("not", ["e"], "n"), _entry("cast", ["n"], "c", dtype="i32"),
+           _entry("reduce_max", ["c"], "r", axes=[3], keepdims=True), _entry("cast", ["r"], "b", dtype="i1"),
+           _entry("not", ["b"], "a"), _entry("where", ["a", "z", "p"], "w"), _entry("matmul", ["w", "v"], "o")]
+    zero = {"inf": -math.inf, "z": 0.0}
+    match = match_attention(ops, values, ["o"], zero.get)
+    assert match.zero_empty_rows and match.fixup == tuple(range(2, 9))
+    with pytest.raises(NotAttention, match="'sdc.eq' between"):
+        match_attention(ops, values, ["o"], {"inf": -math.inf, "z": 1.0}.get)
+    with pytest.raises(NotAttention):
+        match_attention(ops, values, ["o"])  # the constants unknown: the fix-up is not taken
+
+
+@pytest.mark.parametrize("precision", ["f32", "f16"])
+def test_bert_style_encoder_from_torch_has_an_attention_kernel_per_layer(precision, tmp_path):
+    """bench/gpu.py's encoder (q @ k^T * scale, masked_fill of the padding, softmax, @ v), small."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
+    from gpu import BertStyleEncoder
+
+    torch.manual_seed(0)
+    model = BertStyleEncoder(layers=2, width=64, heads=2, vocab=100).eval()
+    mask = torch.ones(2, 16, dtype=torch.int64)
+    mask[0, 9:] = 0
+    ids = torch.randint(0, 100, (2, 16))
+    exe, kernels = _torch_kernels(model, (ids, mask), tmp_path / "bert.sdc", precision)
+    assert len(kernels) == 2
+    ids = torch.randint(0, 100, (2, 16))
+    (got,) = exe(ids, mask)
+    with torch.no_grad():
+        want = model(ids, mask)
+    tol = {"f32": 1e-4, "f16": 2e-2}[precision]  # f16: a layer norm's output, 2 layers of rounding
+    torch.testing.assert_close(got.float(), want, rtol=tol, atol=tol)
+
+
+def test_hf_gpt2_eager_attention_has_an_attention_kernel_per_layer(tmp_path):
+    """transformers' GPT-2 with its eager attention (matmul, scale, causal mask, softmax, matmul), small."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
+                                     bos_token_id=0, eos_token_id=0, attn_implementation="eager")
+    gpt2 = transformers.GPT2LMHeadModel(config).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gpt2 = gpt2
+
+        def forward(self, ids):
+            return self.gpt2(input_ids=ids, use_cache=False).logits
+
+    model = Logits().eval()
+    exe, kernels = _torch_kernels(model, (torch.randint(0, 64, (2, 12)),), tmp_path / "gpt2.sdc")
+    assert len(kernels) == 2
+    ids = torch.randint(0, 64, (2, 12))
+    (got,) = exe(ids)
+    with torch.no_grad():
+        want = model(ids)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_training_keeps_the_attention_unfused(tmp_path):
+    """In a training step the backward reads the forward's probabilities, so no attention group is
+    merged (the kernel never holds them), and the step's loss matches torch."""
+    import sdc
+    import sdc.optim
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(16, 48)
+
+        def forward(self, x):
+            q, k, v = (t.reshape(2, 6, 2, 8).transpose(1, 2) for t in self.qkv(x).split(16, -1))
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True).sum(1)
+
+    torch.manual_seed(0)
+    model = Layer()
+    reference = Layer()
+    reference.load_state_dict(model.state_dict())
+    x, target = torch.randn(2, 6, 16), torch.randn(2, 6, 8)
+    step = sdc.compile_train(model, (x, target), loss=F.mse_loss, optimizer=sdc.optim.SGD(lr=0.1),
+                             target="cuda", device="cpu", output=tmp_path / "train.sdc")
+    assert not attention_kernels(tmp_path / "train.sdc")
+    loss = step.step(x, target)
+    want = F.mse_loss(reference(x), target)
+    want.backward()
+    torch.testing.assert_close(torch.tensor(loss), want.detach(), rtol=1e-5, atol=1e-6)

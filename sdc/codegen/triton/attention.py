@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 ATTENTION = "attention"
 LOG2E = 1.4426950408889634
+STORAGE = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}  # the kernel's 16-bit and f32 types
 
 
 class _AttentionLowering(_Lowering):
@@ -49,7 +50,7 @@ class _AttentionLowering(_Lowering):
 
     def run(self) -> KernelProgram:
         try:
-            match = match_attention(self.ops, self.values, self.outputs)
+            match = match_attention(self.ops, self.values, self.outputs, self._splat)
         except NotAttention as e:
             raise LoweringError(f"not an attention the flash kernel takes: {e}") from None
         shape = lambda vid: list(self.values[vid]["shape"])  # noqa: E731
@@ -94,13 +95,25 @@ class _AttentionLowering(_Lowering):
                 self._lower(self.ops[i])
         probs_dtype = self.values[match.probs]["dtype"]
         pv_precision = {"pv_input_precision": self.input_precision} if probs_dtype == "f32" else {}
+        empty = {"zero_empty_rows": True} if match.zero_empty_rows else {}
+        product_dtype = self.values[match.product]["dtype"]
+        if product_dtype != self.values[match.output]["dtype"]:  # casts after the matmul: round to it first
+            empty["round_to"] = product_dtype
         out = self._node(ATTENTION, (self.env[match.scores],), self.values[match.output]["dtype"], row=False,
-                         attrs={"v": v, "p_dtype": probs_dtype, **pv_precision})
+                         attrs={"v": v, "p_dtype": probs_dtype, **pv_precision, **empty})
         out_shape = shape(match.output)
         out_map = tuple(None if out_shape[j] == 1 else d for j, d in enumerate([*range(nb), rows, outer]))
         result = TensorArg(match.output, self.values[match.output]["dtype"], out_map)
         names = [e["op"] for e in self.ops]
         return KernelProgram(ATTENTION, self.domain, self.args, [(result, out)], self.nodes, names)
+
+    def _splat(self, vid: str) -> float | None:
+        """A weight's value when all its elements are one value (the empty-row fix-up's -inf and 0)."""
+        t = self.weight(vid)
+        if t is None or not hasattr(t, "reshape") or t.numel() == 0:
+            return None
+        flat = t.reshape(-1)
+        return float(flat[0]) if bool((flat == flat[0]).all()) else None
 
     def _is_row(self, vid: str) -> bool:
         """Whether a value the chain loads varies along the keys (it is then loaded in the key loop)."""
@@ -238,7 +251,7 @@ def render_attention(renderer: TritonRenderer, p: KernelProgram) -> list[str]:
         if n.row:
             emit(n, body)
     scores = names[att.args[0]]
-    p_storage = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32"}[att.attrs["p_dtype"]]
+    p_storage = STORAGE[att.attrs["p_dtype"]]
     pv_kw = (f', input_precision="{att.attrs["pv_input_precision"]}"' if "pv_input_precision" in att.attrs else "")
     body += [f"s = tl.where(mask_n[None, :], {scores}, -float(\"inf\"))",
              "m_new = tl.maximum(m_i, tl.reduce(s, 1, tl.standard._elementwise_max))",
@@ -256,7 +269,13 @@ def render_attention(renderer: TritonRenderer, p: KernelProgram) -> list[str]:
     bound = N if p.domain[cols] is None else str(p.domain[cols])
     lines += renderer._loop("start", bound, "BLOCK_N", body)
     names[att.id] = "out"
-    lines.append("out = acc / l_i[:, None]")
+    if att.attrs.get("zero_empty_rows"):
+        # torch's fix-up for rows whose keys are all masked: 0, not 0/0 (l is 0 only when every score is -inf)
+        lines.append("out = tl.where(l_i[:, None] == 0.0, 0.0, acc / l_i[:, None])")
+    else:
+        lines.append("out = acc / l_i[:, None]")
+    if "round_to" in att.attrs:  # the second matmul's own dtype, then the output's (its casts after it)
+        lines.append(f"out = out.to({STORAGE[att.attrs['round_to']]}).to(tl.float32)")
     # the rows' term even where the output has Sq = 1 (its stride is then 0): the pointers must be a full tile
     terms = base("o", 0, result.map) + [f"rm[:, None] * o0_s{rows}", f"re[None, :] * o0_s{outer}"]
     lines.append(f"tl.store({' + '.join(terms)}, {renderer._narrow('out', result.dtype)}, "

@@ -23,6 +23,13 @@ Three templates:
   Layout casts before the matmul only change where its operands sit and are read through; any other
   op before it (a prologue) keeps the reference backend.
 
+A `gather` (an embedding lookup: `data[..., indices, ...]` along one axis) runs in the elementwise
+template: each gathered table adds one domain dim after the iterated ones (`KernelProgram.iterated`),
+its size along the axis, which the grid does not run over; the table's map names that dim there, so
+the launcher passes its size and the table's stride along the axis like any other, and the kernel
+loads `table + offset + index * stride`. A negative index counts from the end as in the reference;
+one out of range reads 0 (a kernel cannot raise; the reference raises an IndexError).
+
 How a value's dims map onto the domain follows numpy broadcasting (right-aligned), except where an
 op says otherwise (batch_norm's per-channel operands, a norm's scale and bias, a reduction without
 keepdims). The maps are found backwards from the results; a value that two readers would map
@@ -91,14 +98,19 @@ class KernelProgram:
     results: list[tuple[TensorArg, int]]  # (the result, the node whose value it stores)
     nodes: list[Node]
     ops: list[str]  # the sdc ops it computes, for the kernel's header
+    # the leading domain dims the grid runs over (None: all); the dims after them are the sizes of the
+    # tables a `gather` node indexes (elementwise template only)
+    iterated: int | None = None
 
     def dump(self) -> str:
         """The kernel IR as text, one node a line."""
-        lines = [f"template {self.template}, domain {list(self.domain)}"]
+        lines = [f"template {self.template}, domain {list(self.domain)}"
+                 + (f", iterated {self.iterated}" if self.iterated is not None else "")]
         for i, a in enumerate(self.args):
             lines.append(f"  arg a{i}: {a.value} {a.dtype} map {list(a.map)}")
         for n in self.nodes:
-            what = (f"a{n.arg}" if n.op == "load" else repr(n.value) if n.op == "const"
+            what = (f"a{n.arg}" if n.op == "load" else f"a{n.arg}, %{n.args[0]}" if n.op == "gather"
+                    else repr(n.value) if n.op == "const"
                     else ", ".join(f"%{a}" for a in n.args))
             attrs = f" {n.attrs}" if n.attrs else ""
             lines.append(f"  %{n.id} = {n.op}({what}){attrs} : {n.dtype}{'' if n.row else ' (per row)'}")
@@ -155,14 +167,21 @@ class _Lowering:
         self.rank = len(domain_shape)
         if template == ROW and (self.rank == 0 or domain_shape[-1] == 1):
             raise LoweringError("a row reduction over a dim of size 1")
-        self.domain = tuple(d if isinstance(d, int) else None for d in domain_shape)
         self.identity = tuple(None if d == 1 else i for i, d in enumerate(domain_shape))
         self.template = template
+        self.tables: dict[str, int] = {}  # a gather's result -> the domain dim of its table's size along the axis
+        for e in self.ops:
+            if e["op"] == "gather":
+                data = self.values[e["inputs"][0]]["shape"]
+                self.tables[e["outputs"][0]] = len(domain_shape)
+                domain_shape = [*domain_shape, data[e["attrs"]["axis"] % len(data)]]
+        self.domain = tuple(d if isinstance(d, int) else None for d in domain_shape)
         self._assign_maps()
         live = self._live_ops()
         for e in live:
             self._lower(e)
-        return KernelProgram(template, self.domain, self.args, self._results(), self.nodes, [e["op"] for e in live])
+        return KernelProgram(template, self.domain, self.args, self._results(), self.nodes, [e["op"] for e in live],
+                             iterated=self.rank if self.tables else None)
 
     def _results(self) -> list[tuple[TensorArg, int]]:
         results = []
@@ -180,7 +199,8 @@ class _Lowering:
 
     def _check_op(self, e: Mapping) -> None:
         name = e["op"]
-        if name not in self.supported and name not in ROW_OPS and name not in ("cast", "layout_cast", "batch_norm"):
+        if name not in self.supported and name not in ROW_OPS and name not in ("cast", "layout_cast", "batch_norm",
+                                                                               "gather"):
             raise LoweringError(f"no Triton template for 'sdc.{name}'")
         if len(e["outputs"]) != 1:
             raise LoweringError(f"'sdc.{name}' has {len(e['outputs'])} results")
@@ -208,6 +228,13 @@ class _Lowering:
             raise LoweringError("'sdc.pow' with an exponent other than a constant " + "/".join(map(str, POW_EXPONENTS)))
         if name == "clip" and not dtypes.is_float(x["dtype"]):
             raise LoweringError("integer 'sdc.clip'")
+        if name == "gather":
+            if any(o["op"] in ROW_OPS for o in self.ops):
+                raise LoweringError("'sdc.gather' in a row kernel (it runs in the elementwise template)")
+            if e["inputs"][0] not in self.inputs:
+                raise LoweringError("'sdc.gather' of a table the group computes (it loads the table from memory)")
+            if not dtypes.is_integer(self.values[e["inputs"][1]]["dtype"]):
+                raise LoweringError(f"'sdc.gather' with {self.values[e['inputs'][1]]['dtype']} indices")
 
     def _domain_shape(self, template: str) -> list:
         shapes = {tuple(self.values[v]["shape"]) for v in self.outputs}
@@ -241,6 +268,13 @@ class _Lowering:
     def _map_operands(self, e: Mapping, m: tuple) -> None:
         """The maps of op `e`'s operands, given the map `m` of its result."""
         name = e["op"]
+        if name == "gather":  # out = data[:axis] + indices + data[axis+1:]: the table's axis is its own dim
+            data, indices = e["inputs"]
+            rank = len(self.values[data]["shape"])
+            axis, count = e["attrs"]["axis"] % rank, len(self.values[indices]["shape"])
+            self._set_map(indices, m[axis:axis + count])
+            self._set_map(data, (*m[:axis], self.tables[e["outputs"][0]], *m[axis + count:]))
+            return
         for i, vid in enumerate(e["inputs"]):
             rank = len(self.values[vid]["shape"])
             if i in PER_CHANNEL_OPERANDS.get(name, ()):
@@ -306,6 +340,13 @@ class _Lowering:
         dtype = self.values[out]["dtype"]
         if name == "layout_cast":  # the same values; the result's layout is where they are stored
             self.env[out] = self._operand(e["inputs"][0])
+            return
+        if name == "gather":  # the table is an argument without a load node: the gather node indexes it
+            data, indices = e["inputs"]
+            index = self._operand(indices)
+            self.args.append(TensorArg(data, self.values[data]["dtype"], self.maps[data]))
+            self.env[out] = self._node("gather", [index], dtype, arg=len(self.args) - 1,
+                                       attrs={"dim": self.tables[out]})
             return
         args = [self._operand(v, fold=name != "random_uniform") for v in e["inputs"]]
         lower = getattr(self, f"_lower_{name}", None)

@@ -246,7 +246,7 @@ class TritonRenderer:
         if program.template in (MATMUL, "conv", ATTENTION):
             return self.tune_blocks(program)[0]
         if program.template == ELEMENTWISE:
-            numel = _static_numel(program.domain)
+            numel = _static_numel(program.domain[:_iterated(program)])
             block, warps = self.block, self.num_warps
             for least, b, w in self.elementwise_blocks:
                 if numel is not None and numel >= least:
@@ -256,7 +256,7 @@ class TritonRenderer:
                 block = max(16, min(block, _next_power_of_2(numel)))
             blocks = {"BLOCK": block, "num_warps": warps}
             maps = [a.map for a in program.args] + [r.map for r, _ in program.results]
-            if contiguous_offsets(program.domain, maps) is not None:
+            if program.iterated is None and contiguous_offsets(program.domain, maps) is not None:
                 blocks["CONTIG"] = 0  # the launcher sets it per call (TritonKernel.contiguous_flag)
             return blocks
         n = program.domain[-1]
@@ -291,8 +291,8 @@ class TritonRenderer:
             tiles = [f"(({m} + {blocks['BLOCK_M'] - 1}) // {blocks['BLOCK_M']})",
                      f"(({n} + {blocks['BLOCK_N'] - 1}) // {blocks['BLOCK_N']})"]
             return [" * ".join([*batch, *tiles])]
-        if program.template == ELEMENTWISE:
-            numel = " * ".join(dims) or "1"
+        if program.template == ELEMENTWISE:  # the iterated dims only (after them: gathered tables' sizes)
+            numel = " * ".join(dims[:_iterated(program)]) or "1"
             return [f"({numel} + {blocks['BLOCK'] - 1}) // {blocks['BLOCK']}"]
         rows = " * ".join(dims[:-1]) or "1"
         return [rows if blocks["ROWS"] == 1 else f"({rows} + {blocks['ROWS'] - 1}) // {blocks['ROWS']}"]
@@ -334,15 +334,16 @@ class TritonRenderer:
         return ".to(tl.int64)" if numel is None or numel > self.int32_index_limit else ""
 
     def _elementwise(self, p: KernelProgram) -> list[str]:
-        rank = len(p.domain)
+        rank = _iterated(p)  # a gathered table's own dim (after these) is indexed by a loaded value, not by idx
         lines = [f"pid = tl.program_id(0){self._index_type(p)}",
                  "idx = pid * BLOCK + tl.arange(0, BLOCK)",
                  f"mask = idx < {' * '.join(f'd{d}' for d in range(rank)) or '1'}"]
         tensors = [("a", i, a.map) for i, a in enumerate(p.args)] + \
                   [("o", i, r.map) for i, (r, _) in enumerate(p.results)]
-        fast = contiguous_offsets(p.domain, [m for _, _, m in tensors])
+        fast = contiguous_offsets(p.domain, [m for _, _, m in tensors]) if p.iterated is None else None
         general = _decompose("idx", rank) + [
-            f"off_{prefix}{i} = {' + '.join(f'i{d} * {prefix}{i}_s{d}' for d in m if d is not None) or 'idx * 0'}"
+            f"off_{prefix}{i} = "
+            f"{' + '.join(f'i{d} * {prefix}{i}_s{d}' for d in m if d is not None and d < rank) or 'idx * 0'}"
             for prefix, i, m in tensors]
         if fast is None:
             lines += general
@@ -359,6 +360,13 @@ class TritonRenderer:
                 mapped = any(d is not None for d in arg.map)
                 expr = f"tl.load(a{n.arg} + off_a{n.arg}, mask=mask)" if mapped else f"tl.load(a{n.arg})"
                 expr = self._widen(expr, n.dtype)
+            elif n.op == "gather":
+                size, stride = f"d{n.attrs['dim']}", f"a{n.arg}_s{n.attrs['dim']}"
+                lines.append(f"g{n.id} = {names[n.args[0]]}.to(tl.int64)")
+                lines.append(f"g{n.id} = tl.where(g{n.id} < 0, g{n.id} + {size}, g{n.id})")  # from the end
+                inside = f"(g{n.id} >= 0) & (g{n.id} < {size})"
+                expr = self._widen(f"tl.load(a{n.arg} + off_a{n.arg} + g{n.id} * {stride}, mask=mask & {inside}, "
+                                   "other=0)", n.dtype)
             else:
                 expr = self.node(n, [names[a] for a in n.args])
             names[n.id] = f"x{n.id}"
@@ -825,6 +833,11 @@ def _stages(nodes: list[Node]) -> dict[int, int]:
         before = max((stage[a] for a in n.args), default=0)
         stage[n.id] = before + 1 if n.reduction else before
     return stage
+
+
+def _iterated(program: KernelProgram) -> int:
+    """The domain dims an elementwise kernel's flat index runs over (lower.py: `KernelProgram.iterated`)."""
+    return len(program.domain) if program.iterated is None else program.iterated
 
 
 def _static_numel(domain) -> int | None:

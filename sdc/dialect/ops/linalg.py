@@ -184,6 +184,71 @@ register(OpDef(
 ))
 
 
+def _conv_weight_grad_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
+    x, g = ins
+    groups = attrs["groups"]
+    if x.dtype != g.dtype:
+        ctx.fail(f"operand element types differ: input is {x.dtype}, grad is {g.dtype}")
+    check_dtype(ctx, FLOAT, x, "operands")
+    if x.rank < 3:
+        ctx.fail(f"input must have rank >= 3 (N, C, spatial...), found rank {x.rank}")
+    if g.rank != x.rank:
+        ctx.fail(f"grad rank must equal input rank {x.rank}, found {g.rank}")
+    kernel = list(attrs["kernel"])
+    if len(kernel) != x.rank - 2:
+        ctx.fail(f"'kernel' has {len(kernel)} entries, expected {x.rank - 2} for {x.rank - 2} spatial dims")
+    if any(k < 1 for k in kernel):
+        ctx.fail(f"kernel dims must be >= 1, found {kernel}")
+    if groups < 1:
+        ctx.fail(f"groups must be >= 1, found {groups}")
+    ctx.equal(x.shape[0], g.shape[0], "input batch ({a}) and grad batch ({b}) differ")
+    per_group = ctx.exact_div(x.shape[1], groups, "input channels ({a}) must be divisible by groups ({b})")
+    ctx.divisible(g.shape[1], groups, "grad channels ({a}) must be divisible by groups ({b})")
+    spatial = _window_dims(ctx, x, kernel, attrs)
+    for i, (have, want) in enumerate(zip(g.shape[2:], spatial)):
+        ctx.equal(have, want, f"grad spatial dim {i} is {{a}}, but the convolution's result has {{b}}")
+    return [TensorSpec((g.shape[1], per_group, *kernel), x.dtype)]
+
+
+def _conv_weight_grad_ref(env, a, x, g):
+    """One `convolution_backward` that computes the weight gradient only. It reads the weight's
+    sizes, dtype and memory format, never its values, so an uninitialized tensor stands in (laid
+    out like `x`: cuDNN and oneDNN pick their channels-last kernels from either operand)."""
+    n = x.dim() - 2
+    strides = a["strides"] or [1] * n
+    dilations = a["dilations"] or [1] * n
+    pads = a["pads"] or [0] * (2 * n)
+    if pads[:n] != pads[n:]:  # asymmetric: pad explicitly, as the forward convolution does
+        x = _explicit_pad(x, pads, n, 0.0)
+        pads = [0] * (2 * n)
+    groups = a["groups"]
+    shape = (g.shape[1], x.shape[1] // groups, *a["kernel"])
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(x.dim())
+    if fmt is None or x.is_contiguous() or not x.is_contiguous(memory_format=fmt):
+        fmt = torch.contiguous_format
+    w = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=fmt)
+    return torch.ops.aten.convolution_backward(g, x, w, None, strides, pads[:n], dilations, False, [0] * n, groups,
+                                               [False, True, False])[1]
+
+
+register(OpDef(
+    name="conv_weight_grad", family="convolution",
+    summary="the gradient of sdc.conv with respect to its weight",
+    doc=("For `y = sdc.conv(input, w)` with `w` [O, C/groups, K1..Kn] and a cotangent `grad` of `y`'s shape "
+         "[N, O, E1..En], the cotangent of `w`: dw[o, c, k] = sum over n, e of grad[n, o, e] * "
+         "input[n, g*C/groups + c, e*stride + k*dilation - pad_begin] (g the group of o; positions in the "
+         "pads read 0). `kernel` is K1..Kn; the attributes are the convolution's. A kernel of its own "
+         "because, written as a convolution over the batch, it runs on cuDNN's slowest algorithms."),
+    operands=("input", "grad"),
+    attrs={**_WINDOW_ATTRS, "kernel": attr("ints", doc="the weight's spatial dims K1..Kn"),
+           "groups": attr("int", 1, "channel groups")},
+    shape=_conv_weight_grad_rule, ref=_conv_weight_grad_ref,
+    example=('%2 = "sdc.conv_weight_grad"(%0, %1) {dilations = array<i64>, groups = 1 : i64, '
+             'kernel = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} '
+             ": (tensor<8x3x224x224xf32>, tensor<8x64x112x112xf32>) -> tensor<64x3x3x3xf32>"),
+))
+
+
 def _pool_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
     x = ins[0]
     check_dtype(ctx, FLOAT if "count_include_pad" in attrs else NUMERIC, x, "operand")

@@ -76,7 +76,7 @@ register(OpDef(
     summary="permute the dims",
     doc="Result dim i is operand dim `perm[i]`.",
     operands=("operand",), attrs={"perm": attr("ints", doc="a permutation of the operand's dims")},
-    shape=_transpose_rule, ref=lambda env, a, x: torch.permute(x, a["perm"]).contiguous(),
+    shape=_transpose_rule, ref=lambda env, a, x: torch.permute(x, a["perm"]),  # a view: its readers take strides
     example='%1 = "sdc.transpose"(%0) {perm = array<i64: 0, 2, 1>} : (tensor<?x16x64xf32>) -> tensor<?x64x16xf32>',
 ))
 
@@ -171,7 +171,7 @@ def _slice_ref(env, a, x):
             x = x[(slice(None),) * ax + (slice(idx.start, idx.stop, st),)]
         else:
             x = torch.index_select(x, ax, torch.tensor(list(idx), dtype=torch.int64))
-    return x.contiguous()
+    return x  # a view where every step is positive: its readers (torch ops, Triton kernels) take strides
 
 
 register(OpDef(

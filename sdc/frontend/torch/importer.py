@@ -82,6 +82,7 @@ class GraphImporter:
         self.values: dict[torch.fx.Node, Any] = {}
         self.current = "const"
         self.builder = Builder(self.params, lambda: symbol_name(self.current))
+        self.builder.splat_constants = True  # the weights are parameters of their own (`_weights`)
         self.names = SymbolNames()
         self.aten = AtenImporter(self.builder, self.names.to_sdc)
         placeholders = {n.name: n for n in self.graph.nodes if n.op == "placeholder"}

@@ -49,20 +49,15 @@ func.func @embedding(%idx: tensor<2x3xi64>) -> tensor<f32> {
 // -----
 
 // A convolution's input cotangent is the transposed convolution with the same weight (the
-// output padding restores the row the stride-2 windows never reached); the weight's is a
-// convolution of the input and the cotangent with batch and channels swapped, stride and
-// dilation exchanged, cut to the kernel size.
+// output padding restores the row the stride-2 windows never reached); the weight's is one
+// sdc.conv_weight_grad of the input and the cotangent with the convolution's attributes.
 // CHECK-LABEL: func.func @conv
 // CHECK-SAME: () -> (tensor<f32>, tensor<2x3x8x8xf32> {sdc.name = "grad.x"}, tensor<4x3x3x3xf32> {sdc.name = "grad.w"})
 // CHECK: %[[X:.*]] = "sdc.parameter"() {name = "x"}
 // CHECK: %[[W:.*]] = "sdc.parameter"() {name = "w"}
 // CHECK: %[[G:.*]] = "sdc.broadcast"({{.*}}) {shape = [2, 4, 4, 4]}
 // CHECK: %[[GX:.*]] = "sdc.conv_transpose"(%[[G]], %[[W]]) {dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
-// CHECK: %[[XT:.*]] = "sdc.transpose"(%[[X]]) {perm = array<i64: 1, 0, 2, 3>} : (tensor<2x3x8x8xf32>) -> tensor<3x2x8x8xf32>
-// CHECK: %[[GT:.*]] = "sdc.transpose"(%[[G]]) {perm = array<i64: 1, 0, 2, 3>} : (tensor<2x4x4x4xf32>) -> tensor<4x2x4x4xf32>
-// CHECK: %[[WG:.*]] = "sdc.conv"(%[[XT]], %[[GT]]) {dilations = array<i64: 2, 2>, groups = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<3x2x8x8xf32>, tensor<4x2x4x4xf32>) -> tensor<3x4x4x4xf32>
-// CHECK: %[[CUT:.*]] = "sdc.slice"(%[[WG]]) {axes = array<i64: 2, 3>, ends = array<i64: 3, 3>
-// CHECK: %[[GW:.*]] = "sdc.transpose"(%[[CUT]]) {perm = array<i64: 1, 0, 2, 3>} : (tensor<3x4x3x3xf32>) -> tensor<4x3x3x3xf32>
+// CHECK-NEXT: %[[GW:.*]] = "sdc.conv_weight_grad"(%[[X]], %[[G]]) {dilations = array<i64: 1, 1>, groups = 1 : i64, kernel = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<4x3x3x3xf32>
 // CHECK: return %{{.*}}, %[[GX]], %[[GW]]
 func.func @conv() -> tensor<f32> {
   %x = "sdc.parameter"() {name = "x"} : () -> tensor<2x3x8x8xf32>

@@ -191,3 +191,31 @@ module attributes {sdc.mesh = #sdc.mesh<["dp"], array<i64: 1>>} {
     return %1 : tensor<2xf32>
   }
 }
+
+// -----
+
+// A bmm between reshapes that flatten and restore the same batch dims (torch.export's 4-D matmul) is
+// the 4-D matmul; one whose reshapes regroup the batch dims stays.
+// CHECK-LABEL: func.func @unflatten_batch_matmul
+// CHECK: %[[M:.*]] = "sdc.matmul"(%arg0, %arg1) {transpose_lhs = false, transpose_rhs = true} : (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>) -> tensor<2x3x5x7xf32>
+// CHECK-NOT: "sdc.reshape"
+// CHECK: return %[[M]]
+func.func @unflatten_batch_matmul(%a: tensor<2x3x5x8xf32>, %b: tensor<2x3x7x8xf32>) -> tensor<2x3x5x7xf32> {
+  %a3 = "sdc.reshape"(%a) {shape = [6, 5, 8]} : (tensor<2x3x5x8xf32>) -> tensor<6x5x8xf32>
+  %b3 = "sdc.reshape"(%b) {shape = [6, 7, 8]} : (tensor<2x3x7x8xf32>) -> tensor<6x7x8xf32>
+  %m = "sdc.matmul"(%a3, %b3) {transpose_lhs = false, transpose_rhs = true} : (tensor<6x5x8xf32>, tensor<6x7x8xf32>) -> tensor<6x5x7xf32>
+  %r = "sdc.reshape"(%m) {shape = [2, 3, 5, 7]} : (tensor<6x5x7xf32>) -> tensor<2x3x5x7xf32>
+  return %r : tensor<2x3x5x7xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @regrouped_batch_stays
+// CHECK: "sdc.matmul"({{.*}}) {{.*}} -> tensor<6x5x7xf32>
+func.func @regrouped_batch_stays(%a: tensor<3x2x5x8xf32>, %b: tensor<3x2x8x7xf32>) -> tensor<2x3x5x7xf32> {
+  %a3 = "sdc.reshape"(%a) {shape = [6, 5, 8]} : (tensor<3x2x5x8xf32>) -> tensor<6x5x8xf32>
+  %b3 = "sdc.reshape"(%b) {shape = [6, 8, 7]} : (tensor<3x2x8x7xf32>) -> tensor<6x8x7xf32>
+  %m = "sdc.matmul"(%a3, %b3) : (tensor<6x5x8xf32>, tensor<6x8x7xf32>) -> tensor<6x5x7xf32>
+  %r = "sdc.reshape"(%m) {shape = [2, 3, 5, 7]} : (tensor<6x5x7xf32>) -> tensor<2x3x5x7xf32>
+  return %r : tensor<2x3x5x7xf32>
+}

@@ -125,3 +125,19 @@ func.func @no_mesh(%x: tensor<8x3xf32>) -> tensor<8x3xf32> {
   %1 = "sdc.exp"(%0) : (tensor<8x3xf32>) -> tensor<8x3xf32>
   return %1 : tensor<8x3xf32>
 }
+
+// -----
+
+// Data parallel: a convolution's weight gradient sums over the batch, so each device's is a
+// partial sum over dp, all-reduced once.
+// CHECK-LABEL: func.func @dp_weight_grad
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<4x3x8x8xf32> {{.*}}, %[[G:[^:]+]]: tensor<4x4x4x4xf32>
+// CHECK: %[[DW:.*]] = "sdc.conv_weight_grad"(%[[X]], %[[G]]) {{.*}} : (tensor<4x3x8x8xf32>, tensor<4x4x4x4xf32>) -> tensor<4x3x3x3xf32>
+// CHECK-NEXT: %[[S:.*]] = "sdc.all_reduce"(%[[DW]]) {mesh_axes = ["dp"], reduction = "sum"
+// CHECK-NEXT: return %[[S]]
+module attributes {sdc.mesh = #sdc.mesh<["dp"], array<i64: 2>>} {
+  func.func @dp_weight_grad(%x: tensor<8x3x8x8xf32>, %g: tensor<8x4x4x4xf32>) -> tensor<4x3x3x3xf32> {
+    %0 = "sdc.conv_weight_grad"(%x, %g) {kernel = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<8x3x8x8xf32>, tensor<8x4x4x4xf32>) -> tensor<4x3x3x3xf32>
+    return %0 : tensor<4x3x3x3xf32>
+  }
+}

@@ -1,4 +1,4 @@
-// Shape rules of matmul, conv and pooling (sdc/dialect/ops/linalg.py).
+// Shape rules of matmul, conv, conv_weight_grad and pooling (sdc/dialect/ops/linalg.py).
 // RUN: sdc-opt %s --split-input-file --verify-diagnostics
 
 func.func @matmul_types_differ(%a: tensor<2x3xf32>, %b: tensor<3x4xf16>) -> tensor<2x4xf32> {
@@ -205,4 +205,92 @@ func.func @global_pool_rank(%x: tensor<1x3xf32>) -> tensor<1x3xf32> {
   // expected-error @+1 {{'sdc.global_avg_pool' op input must have rank >= 3 (N, C, spatial...), found rank 2}}
   %0 = "sdc.global_avg_pool"(%x) : (tensor<1x3xf32>) -> tensor<1x3xf32>
   return %0 : tensor<1x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_types(%x: tensor<1x3x8x8xf32>, %g: tensor<1x4x6x6xf16>) -> tensor<4x3x3x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op operand element types differ: input is f32, grad is f16}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {kernel = array<i64: 3, 3>} : (tensor<1x3x8x8xf32>, tensor<1x4x6x6xf16>) -> tensor<4x3x3x3xf32>
+  return %0 : tensor<4x3x3x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_float(%x: tensor<1x3x8x8xi32>, %g: tensor<1x4x6x6xi32>) -> tensor<4x3x3x3xi32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op operands must have float element type, found i32}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {kernel = array<i64: 3, 3>} : (tensor<1x3x8x8xi32>, tensor<1x4x6x6xi32>) -> tensor<4x3x3x3xi32>
+  return %0 : tensor<4x3x3x3xi32>
+}
+
+// -----
+
+func.func @conv_weight_grad_input_rank(%x: tensor<3x8xf32>, %g: tensor<3x4xf32>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op input must have rank >= 3 (N, C, spatial...), found rank 2}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {kernel = array<i64>} : (tensor<3x8xf32>, tensor<3x4xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_grad_rank(%x: tensor<1x3x8x8xf32>, %g: tensor<1x4x6xf32>) -> tensor<4x3x3x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op grad rank must equal input rank 4, found 3}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {kernel = array<i64: 3, 3>} : (tensor<1x3x8x8xf32>, tensor<1x4x6xf32>) -> tensor<4x3x3x3xf32>
+  return %0 : tensor<4x3x3x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_kernel_length(%x: tensor<1x3x8x8xf32>, %g: tensor<1x4x6x6xf32>) -> tensor<4x3x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op 'kernel' has 1 entries, expected 2 for 2 spatial dims}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {kernel = array<i64: 3>} : (tensor<1x3x8x8xf32>, tensor<1x4x6x6xf32>) -> tensor<4x3x3xf32>
+  return %0 : tensor<4x3x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_kernel_positive(%x: tensor<1x3x8x8xf32>, %g: tensor<1x4x6x6xf32>) -> tensor<4x3x0x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op kernel dims must be >= 1, found [0, 3]}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {kernel = array<i64: 0, 3>} : (tensor<1x3x8x8xf32>, tensor<1x4x6x6xf32>) -> tensor<4x3x0x3xf32>
+  return %0 : tensor<4x3x0x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_groups(%x: tensor<1x3x8x8xf32>, %g: tensor<1x4x6x6xf32>) -> tensor<4x3x3x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op groups must be >= 1, found 0}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {groups = 0 : i64, kernel = array<i64: 3, 3>} : (tensor<1x3x8x8xf32>, tensor<1x4x6x6xf32>) -> tensor<4x3x3x3xf32>
+  return %0 : tensor<4x3x3x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_batch(%x: tensor<2x3x8x8xf32>, %g: tensor<1x4x6x6xf32>) -> tensor<4x3x3x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op input batch (2) and grad batch (1) differ}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {kernel = array<i64: 3, 3>} : (tensor<2x3x8x8xf32>, tensor<1x4x6x6xf32>) -> tensor<4x3x3x3xf32>
+  return %0 : tensor<4x3x3x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_input_channels(%x: tensor<1x3x8x8xf32>, %g: tensor<1x4x6x6xf32>) -> tensor<4x1x3x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op input channels (3) must be divisible by groups (2)}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {groups = 2 : i64, kernel = array<i64: 3, 3>} : (tensor<1x3x8x8xf32>, tensor<1x4x6x6xf32>) -> tensor<4x1x3x3xf32>
+  return %0 : tensor<4x1x3x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_grad_channels(%x: tensor<1x4x8x8xf32>, %g: tensor<1x5x6x6xf32>) -> tensor<5x2x3x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op grad channels (5) must be divisible by groups (2)}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {groups = 2 : i64, kernel = array<i64: 3, 3>} : (tensor<1x4x8x8xf32>, tensor<1x5x6x6xf32>) -> tensor<5x2x3x3xf32>
+  return %0 : tensor<5x2x3x3xf32>
+}
+
+// -----
+
+func.func @conv_weight_grad_grad_spatial(%x: tensor<1x3x8x8xf32>, %g: tensor<1x4x8x6xf32>) -> tensor<4x3x3x3xf32> {
+  // expected-error @+1 {{'sdc.conv_weight_grad' op grad spatial dim 0 is 8, but the convolution's result has 6}}
+  %0 = "sdc.conv_weight_grad"(%x, %g) {kernel = array<i64: 3, 3>} : (tensor<1x3x8x8xf32>, tensor<1x4x8x6xf32>) -> tensor<4x3x3x3xf32>
+  return %0 : tensor<4x3x3x3xf32>
 }

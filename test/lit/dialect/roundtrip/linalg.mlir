@@ -1,4 +1,4 @@
-// Round trip of the contraction and window ops: matmul, conv, max/avg pooling, global pooling.
+// Round trip of the contraction and window ops: matmul, conv, conv_weight_grad, max/avg pooling, global pooling.
 // RUN: sdc-opt %s -o %t.first
 // RUN: sdc-opt %t.first -o %t.second
 // RUN: diff %t.first %t.second
@@ -55,4 +55,13 @@ func.func @pool(%x: tensor<?x64x112x112xf32>) -> (tensor<?x64x1x1xf32>, tensor<?
   %4 = "sdc.global_avg_pool"(%3) : (tensor<?x64x14x14xf32>) -> tensor<?x64x1x1xf32>
   %5 = "sdc.global_max_pool"(%3) : (tensor<?x64x14x14xf32>) -> tensor<?x64x1x1xf32>
   return %4, %5 : tensor<?x64x1x1xf32>, tensor<?x64x1x1xf32>
+}
+
+// CHECK-LABEL: func.func @conv_weight_grad
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<8x4x9x8xf32>, %[[G:[^:]+]]: tensor<8x6x8x4xf32>)
+// CHECK-NEXT: %[[D:.*]] = "sdc.conv_weight_grad"(%[[X]], %[[G]]) {dilations = array<i64: 2, 1>, groups = 2 : i64, kernel = array<i64: 3, 3>, pads = array<i64: 1, 0, 2, 1>, strides = array<i64: 1, 2>} : (tensor<8x4x9x8xf32>, tensor<8x6x8x4xf32>) -> tensor<6x2x3x3xf32>
+// CHECK-NEXT: return %[[D]]
+func.func @conv_weight_grad(%x: tensor<8x4x9x8xf32>, %g: tensor<8x6x8x4xf32>) -> tensor<6x2x3x3xf32> {
+  %0 = "sdc.conv_weight_grad"(%x, %g) {groups = 2 : i64, kernel = array<i64: 3, 3>, strides = array<i64: 1, 2>, pads = array<i64: 1, 0, 2, 1>, dilations = array<i64: 2, 1>} : (tensor<8x4x9x8xf32>, tensor<8x6x8x4xf32>) -> tensor<6x2x3x3xf32>
+  return %0 : tensor<6x2x3x3xf32>
 }
