@@ -28,8 +28,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sdc.codegen.triton.lower import (DOT_PRECISIONS, MATMUL_DTYPES, ROW_OPS, KernelProgram, LoweringError, Node,
-                                      TensorArg, _Lowering)
+from sdc.codegen.triton.lower import (MATMUL_DTYPES, ROW_OPS, KernelProgram, LoweringError, Node, TensorArg,
+                                      _AnchoredLowering)
 from sdc.diagnostics import SdcError
 
 CONV = "conv"
@@ -66,27 +66,10 @@ def lower_conv(ops, inputs, outputs, values, supported, weight, input_precision:
     return _ConvLowering(ops, inputs, outputs, values, supported, weight, input_precision).run()
 
 
-class _ConvLowering(_Lowering):
-    def __init__(self, ops, inputs, outputs, values, supported, weight, input_precision: str):
-        super().__init__(ops, inputs, outputs, values, supported, weight)
-        if input_precision not in DOT_PRECISIONS:
-            raise ValueError(f"input_precision must be one of {DOT_PRECISIONS}, found {input_precision!r}")
-        self.input_precision = input_precision
-
+class _ConvLowering(_AnchoredLowering):
     def run(self) -> KernelProgram:
-        if not self.outputs:
-            raise LoweringError("the group writes nothing")
-        at = [i for i, e in enumerate(self.ops) if e["op"] == "conv"]
-        if len(at) != 1:
-            raise LoweringError(f"{len(at)} 'sdc.conv' ops in one group")
-        conv = self.ops[at[0]]
-        alias: dict[str, str] = {}  # a layout_cast's result -> the value it re-lays out
-        for e in self.ops[:at[0]]:
-            if e["op"] != "layout_cast" or e["outputs"][0] in self.outputs:
-                raise LoweringError(f"'sdc.{e['op']}' before 'sdc.conv' (the conv template fuses an epilogue, "
-                                    "not a prologue)")
-            alias[e["outputs"][0]] = alias.get(e["inputs"][0], e["inputs"][0])
-        epilogue = self.ops[at[0] + 1:]
+        at, conv, alias = self._anchor("conv")
+        epilogue = self.ops[at + 1:]
         for e in epilogue:
             self._check_op(e)
             if e["op"] in ROW_OPS or e["op"] == "conv":
@@ -155,7 +138,7 @@ class _ConvLowering(_Lowering):
         for r, node_id in results:
             if not tile[node_id]:
                 raise LoweringError(f"result '{r.value}' does not depend on the convolution")
-        names = [*(e["op"] for e in self.ops[:at[0]]), "conv", *(e["op"] for e in live)]
+        names = [*(e["op"] for e in self.ops[:at]), "conv", *(e["op"] for e in live)]
         return KernelProgram(CONV, self.domain, self.args, results, self.nodes, names)
 
     def _is_row(self, vid: str) -> bool:

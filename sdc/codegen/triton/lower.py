@@ -446,13 +446,9 @@ MATMUL_DTYPES = frozenset({"f16", "bf16", "f32"})  # operand types of the templa
 DOT_PRECISIONS = ("ieee", "tf32")  # tl.dot's input_precision for f32 operands: exact f32, or tf32 tensor cores
 
 
-class _MatmulLowering(_Lowering):
-    """The `matmul` template: [layout_cast...] matmul [elementwise epilogue...].
-
-    Domain `(*batch, M, N, K)`: the product's result shape, then the contracting dim. An operand maps
-    its batch dims right-aligned onto the batch dims (None where it broadcasts), its last two onto
-    (M, K) for lhs and (K, N) for rhs, swapped when the op transposes it: a transpose is only a
-    different stride. The epilogue maps onto `(*batch, M, N)` as in the elementwise template."""
+class _AnchoredLowering(_Lowering):
+    """A template built around one op of the group (a matmul, a convolution): layout casts of its
+    operands before it, an elementwise epilogue after it, computed on its f32 accumulator."""
 
     def __init__(self, ops, inputs, outputs, values, supported, weight, input_precision: str):
         super().__init__(ops, inputs, outputs, values, supported, weight)
@@ -460,22 +456,36 @@ class _MatmulLowering(_Lowering):
             raise ValueError(f"input_precision must be one of {DOT_PRECISIONS}, found {input_precision!r}")
         self.input_precision = input_precision
 
-    def run(self) -> KernelProgram:
+    def _anchor(self, name: str) -> tuple[int, dict, dict[str, str]]:
+        """The group's one `sdc.<name>` op: its index, its entry, and what the layout casts before it
+        alias (a cast's result -> the value it re-lays out)."""
         if not self.outputs:
             raise LoweringError("the group writes nothing")
-        at = [i for i, e in enumerate(self.ops) if e["op"] == "matmul"]
+        at = [i for i, e in enumerate(self.ops) if e["op"] == name]
         if len(at) != 1:
-            raise LoweringError(f"{len(at)} 'sdc.matmul' ops in one group")
-        mm = self.ops[at[0]]
-        alias: dict[str, str] = {}  # a layout_cast's result -> the value it re-lays out
+            raise LoweringError(f"{len(at)} 'sdc.{name}' ops in one group")
+        alias: dict[str, str] = {}
         for e in self.ops[:at[0]]:
             if e["op"] != "layout_cast":
-                raise LoweringError(f"'sdc.{e['op']}' before 'sdc.matmul' (the matmul template fuses an epilogue, "
+                raise LoweringError(f"'sdc.{e['op']}' before 'sdc.{name}' (the {name} template fuses an epilogue, "
                                     "not a prologue)")
             if e["outputs"][0] in self.outputs:
-                raise LoweringError("a layout_cast before 'sdc.matmul' is also a result of the group")
+                raise LoweringError(f"a layout_cast before 'sdc.{name}' is also a result of the group")
             alias[e["outputs"][0]] = alias.get(e["inputs"][0], e["inputs"][0])
-        epilogue = self.ops[at[0] + 1:]
+        return at[0], self.ops[at[0]], alias
+
+
+class _MatmulLowering(_AnchoredLowering):
+    """The `matmul` template: [layout_cast...] matmul [elementwise epilogue...].
+
+    Domain `(*batch, M, N, K)`: the product's result shape, then the contracting dim. An operand maps
+    its batch dims right-aligned onto the batch dims (None where it broadcasts), its last two onto
+    (M, K) for lhs and (K, N) for rhs, swapped when the op transposes it: a transpose is only a
+    different stride. The epilogue maps onto `(*batch, M, N)` as in the elementwise template."""
+
+    def run(self) -> KernelProgram:
+        at, mm, alias = self._anchor("matmul")
+        epilogue = self.ops[at + 1:]
         for e in epilogue:
             self._check_op(e)
             if e["op"] in ROW_OPS:
@@ -531,7 +541,7 @@ class _MatmulLowering(_Lowering):
         for r, node in results:
             if not tile[node]:
                 raise LoweringError(f"result '{r.value}' does not depend on the product")
-        ops = [*(e["op"] for e in self.ops[:at[0]]), "matmul", *(e["op"] for e in live)]
+        ops = [*(e["op"] for e in self.ops[:at]), "matmul", *(e["op"] for e in live)]
         return KernelProgram(MATMUL, self.domain, self.args, results, self.nodes, ops)
 
     def _is_row(self, vid: str) -> bool:
