@@ -45,20 +45,7 @@ def _data(seed: int, steps: int = STEPS) -> list[tuple[torch.Tensor, torch.Tenso
 
 
 def _torch_run(model: nn.Module, make_opt, data, *, clip: float | None = None, lrs=None) -> list[float]:
-    opt = make_opt(model.parameters())
-    losses = []
-    for i, (x, y) in enumerate(data):
-        if lrs is not None:
-            for group in opt.param_groups:
-                group["lr"] = lrs[i]
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        if clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        losses.append(loss.item())
-    return losses
+    return _torch_steps(model, make_opt(model.parameters()), data, clip=clip, lrs=lrs)
 
 
 def _check_against_torch(step: sdc.train.TrainStep, model: nn.Module, sdc_losses, torch_losses) -> None:
@@ -242,9 +229,14 @@ class _BatchNormCNN(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(self.block(x), 1).flatten(1))
 
 
-def _torch_steps(model: nn.Module, opt, data, loss=F.cross_entropy, clip: float | None = None) -> list[float]:
+def _torch_steps(model: nn.Module, opt, data, loss=F.cross_entropy, clip: float | None = None,
+                 lrs=None) -> list[float]:
+    """torch eager training: per batch (inputs..., target) one step of `opt` (learning rate lrs[i] if given)."""
     losses = []
-    for batch in data:
+    for i, batch in enumerate(data):
+        if lrs is not None:
+            for group in opt.param_groups:
+                group["lr"] = lrs[i]
         opt.zero_grad()
         value = loss(model(*batch[:-1]), batch[-1])
         value.backward()

@@ -39,8 +39,9 @@ def _data(steps: int = STEPS) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(torch.randn(64, 16, generator=gen), torch.randint(0, 10, (64,), generator=gen)) for _ in range(steps)]
 
 
-def _torch_run(model: nn.Module, data, precision: str, scaler=None) -> list[float]:
-    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+def _torch_run(model: nn.Module, data, precision: str, scaler=None, make_opt=None) -> list[float]:
+    """torch autocast training (with `scaler`'s loss scaling if given); AdamW(lr=LR) unless `make_opt`."""
+    opt = (make_opt or (lambda ps: torch.optim.AdamW(ps, lr=LR)))(model.parameters())
     losses = []
     for x, y in data:
         opt.zero_grad()
@@ -103,21 +104,9 @@ def test_batch_norm_training_matches_torch_autocast(precision):
                              precision=precision, target="cpu")
     losses = [step(x, y) for x, y in data]
     reference = copy.deepcopy(model)
-    opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
     scaler = torch.amp.GradScaler("cpu", **scaler_options) if precision == "fp16" else None
-    expected = []
-    for x, y in data:
-        opt.zero_grad()
-        with torch.autocast("cpu", dtype=TORCH_DTYPE[precision]):
-            loss = F.cross_entropy(reference(x), y)
-        if scaler is None:
-            loss.backward()
-            opt.step()
-        else:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        expected.append(loss.item())
+    expected = _torch_run(reference, data, precision, scaler,
+                          make_opt=lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9))
     torch.testing.assert_close(torch.tensor(losses), torch.tensor(expected), **TOLERANCE[precision])
     mine = step.state_dict()
     for name, want in reference.state_dict().items():

@@ -186,8 +186,7 @@ def render_attention(renderer: TritonRenderer, p: KernelProgram) -> list[str]:
     att = next(n for n in p.nodes if n.op == ATTENTION)
     dot = next(n for n in p.nodes if n.op == "dot")
     q, k, v = dot.attrs["lhs"], dot.attrs["rhs"], att.attrs["v"]
-    sizes = [_numel([p.domain[d] for d in t.map if d is not None]) for t in [*p.args, result]]
-    wide = ".to(tl.int64)" if None in sizes or max(sizes) > renderer.int32_index_limit else ""
+    wide = renderer.index_type(p, largest_tensor=True)
 
     def base(prefix: str, i: int, m) -> list[str]:
         return [f"{prefix}{i}"] + [f"i{d} * {prefix}{i}_s{d}" for d in m if d is not None and d < nb]
@@ -281,15 +280,6 @@ def render_attention(renderer: TritonRenderer, p: KernelProgram) -> list[str]:
     lines.append(f"tl.store({' + '.join(terms)}, {renderer._narrow('out', result.dtype)}, "
                  "mask=mask_m[:, None] & mask_e[None, :])")
     return lines
-
-
-def _numel(sizes: list) -> int | None:
-    total = 1
-    for s in sizes:
-        if s is None:
-            return None
-        total *= s
-    return total
 
 
 def _decompose(flat: str, rank: int) -> list[str]:

@@ -178,26 +178,10 @@ def conv_grid(blocks: dict[str, int]) -> list[str]:
 
 # ---------------------------------------------------------------- rendering
 
-def _index_suffix(renderer, p: KernelProgram) -> str:
-    """int64 indices where the largest tensor may pass int32 (a dynamic batch, or a huge one)."""
-    sizes = []
-    for t in [*p.args, *(r for r, _ in p.results)]:
-        dims = [p.domain[d] for d in t.map if d is not None]
-        sizes.append(None if None in dims else _prod(dims))
-    return ".to(tl.int64)" if None in sizes or max(sizes) > renderer.int32_index_limit else ""
-
-
-def _prod(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out
-
-
 def render_conv(renderer, p: KernelProgram) -> list[str]:
     """The kernel body: the grouped tile order of the matmul template, the implicit-GEMM loop (over the
     window's KH x KW taps and Cin in BLOCK_K slices), then the epilogue on the f32 tile."""
-    wide = _index_suffix(renderer, p)
+    wide = renderer.index_type(p, largest_tensor=True)
     lines = [f"pid = tl.program_id(0){wide}",
              "M = d0 * d1 * d2",
              "tiles_m = (M + BLOCK_M - 1) // BLOCK_M",
@@ -230,10 +214,7 @@ def render_conv(renderer, p: KernelProgram) -> list[str]:
             rows = [f"{pixel[d]}[:, None] * a{n.arg}_s{d}" for d in arg.map if d in pixel]
             cols = [f"rn[None, :] * a{n.arg}_s{OUT_C}"] if OUT_C in arg.map else []
             where = " + ".join([f"a{n.arg}", *rows, *cols])
-            row_mask = {(True, True): "mask", (True, False): "mask_m[:, None]",
-                        (False, True): "mask_n[None, :]"}.get((bool(rows), bool(cols)))
-            expr = f"tl.load({where}, mask={row_mask}, other=0)" if row_mask else f"tl.load({where})"
-            expr = renderer._widen(expr, n.dtype)
+            expr = renderer.tile_load(where, bool(rows), bool(cols), n.dtype)
         else:
             expr = renderer.node(n, [names[a] for a in n.args])
         lines.append(f"x{n.id} = {expr}")

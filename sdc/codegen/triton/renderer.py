@@ -325,9 +325,18 @@ class TritonRenderer:
 
     # ------------------------------------------------------------ templates
 
-    def _index_type(self, program: KernelProgram) -> str:
+    def tile_load(self, where: str, rows: bool, cols: bool, dtype: str) -> str:
+        """An epilogue operand's load on a BLOCK_M x BLOCK_N output tile (matmul, conv), masked by the
+        tile dims it varies over (`rows`, `cols`; neither: one value), widened to f32."""
+        mask = {(True, True): "mask", (True, False): "mask_m[:, None]", (False, True): "mask_n[None, :]"}.get((rows, cols))
+        return self._widen(f"tl.load({where}, mask={mask}, other=0)" if mask else f"tl.load({where})", dtype)
+
+    def index_type(self, program: KernelProgram, largest_tensor: bool = False) -> str:
+        """`.to(tl.int64)` where an index may pass int32 (a dynamic or a huge size), else nothing: over
+        the iteration domain, or over the largest tensor for templates whose domain is no tensor's
+        (matmul's (M, N, K); `largest_tensor` for the conv and attention templates)."""
         numel = _static_numel(program.domain)
-        if program.template == MATMUL:  # the largest tensor, not the (M, N, K) iteration space
+        if largest_tensor or program.template == MATMUL:
             sizes = [_static_numel([program.domain[d] for d in t.map if d is not None])
                      for t in [*program.args, *(r for r, _ in program.results)]]
             numel = None if None in sizes else max(sizes)
@@ -335,7 +344,7 @@ class TritonRenderer:
 
     def _elementwise(self, p: KernelProgram) -> list[str]:
         rank = _iterated(p)  # a gathered table's own dim (after these) is indexed by a loaded value, not by idx
-        lines = [f"pid = tl.program_id(0){self._index_type(p)}",
+        lines = [f"pid = tl.program_id(0){self.index_type(p)}",
                  "idx = pid * BLOCK + tl.arange(0, BLOCK)",
                  f"mask = idx < {' * '.join(f'd{d}' for d in range(rank)) or '1'}"]
         tensors = [("a", i, a.map) for i, a in enumerate(p.args)] + \
@@ -380,7 +389,7 @@ class TritonRenderer:
         [1, RBLOCK] for a tensor the rows share, a norm's scale), per-row values [ROWS, 1]."""
         rank = len(p.domain)
         last = rank - 1
-        lines = [f"pid = tl.program_id(0){self._index_type(p)}",
+        lines = [f"pid = tl.program_id(0){self.index_type(p)}",
                  "row = pid * ROWS + tl.arange(0, ROWS)[:, None]",
                  f"rmask = row < {' * '.join(f'd{d}' for d in range(last)) or '1'}"]
         lines += _decompose("row", rank - 1)
@@ -485,7 +494,7 @@ class TritonRenderer:
         nb = len(p.domain) - 3
         M, N, K = (f"d{nb}", f"d{nb + 1}", f"d{nb + 2}")
         rows, cols, inner = nb, nb + 1, nb + 2
-        wide = self._index_type(p)
+        wide = self.index_type(p)
         lines = [f"pid = tl.program_id(0){wide}",
                  f"tiles_m = ({M} + BLOCK_M - 1) // BLOCK_M",
                  f"tiles_n = ({N} + BLOCK_N - 1) // BLOCK_N",
@@ -524,10 +533,7 @@ class TritonRenderer:
                 if has_n:
                     terms.append(f"rn[None, :] * a{n.arg}_s{cols}")
                 where = f"a{n.arg} + {' + '.join(terms)}" if terms else f"a{n.arg}"
-                row_mask = {(True, True): "mask", (True, False): "mask_m[:, None]",
-                            (False, True): "mask_n[None, :]"}.get((has_m, has_n))
-                expr = f"tl.load({where}, mask={row_mask}, other=0)" if row_mask else f"tl.load({where})"
-                expr = self._widen(expr, n.dtype)
+                expr = self.tile_load(where, has_m, has_n, n.dtype)
             else:
                 expr = self.node(n, [names[a] for a in n.args])
             lines.append(f"x{n.id} = {expr}")

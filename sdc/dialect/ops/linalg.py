@@ -109,15 +109,17 @@ def _window_dims(ctx: ShapeContext, x: TensorSpec, kernel, attrs, ceil_mode=Fals
     return out
 
 
-def check_conv_operands(ctx: ShapeContext, x: TensorSpec, w: TensorSpec, groups: int) -> None:
-    """What every convolution (forward or transposed) requires of its input, weight and groups."""
+def check_conv_operands(ctx: ShapeContext, x: TensorSpec, w: TensorSpec, groups: int, second: str = "weight"
+                        ) -> None:
+    """What every convolution (forward, transposed, or its weight gradient, whose second operand is
+    the `grad`) requires of its input, second operand and groups."""
     if x.dtype != w.dtype:
-        ctx.fail(f"operand element types differ: input is {x.dtype}, weight is {w.dtype}")
+        ctx.fail(f"operand element types differ: input is {x.dtype}, {second} is {w.dtype}")
     check_dtype(ctx, FLOAT, x, "operands")
     if x.rank < 3:
         ctx.fail(f"input must have rank >= 3 (N, C, spatial...), found rank {x.rank}")
     if w.rank != x.rank:
-        ctx.fail(f"weight rank must equal input rank {x.rank}, found {w.rank}")
+        ctx.fail(f"{second} rank must equal input rank {x.rank}, found {w.rank}")
     if groups < 1:
         ctx.fail(f"groups must be >= 1, found {groups}")
 
@@ -187,20 +189,12 @@ register(OpDef(
 def _conv_weight_grad_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[TensorSpec]:
     x, g = ins
     groups = attrs["groups"]
-    if x.dtype != g.dtype:
-        ctx.fail(f"operand element types differ: input is {x.dtype}, grad is {g.dtype}")
-    check_dtype(ctx, FLOAT, x, "operands")
-    if x.rank < 3:
-        ctx.fail(f"input must have rank >= 3 (N, C, spatial...), found rank {x.rank}")
-    if g.rank != x.rank:
-        ctx.fail(f"grad rank must equal input rank {x.rank}, found {g.rank}")
+    check_conv_operands(ctx, x, g, groups, "grad")
     kernel = list(attrs["kernel"])
     if len(kernel) != x.rank - 2:
         ctx.fail(f"'kernel' has {len(kernel)} entries, expected {x.rank - 2} for {x.rank - 2} spatial dims")
     if any(k < 1 for k in kernel):
         ctx.fail(f"kernel dims must be >= 1, found {kernel}")
-    if groups < 1:
-        ctx.fail(f"groups must be >= 1, found {groups}")
     ctx.equal(x.shape[0], g.shape[0], "input batch ({a}) and grad batch ({b}) differ")
     per_group = ctx.exact_div(x.shape[1], groups, "input channels ({a}) must be divisible by groups ({b})")
     ctx.divisible(g.shape[1], groups, "grad channels ({a}) must be divisible by groups ({b})")
