@@ -326,6 +326,12 @@ def run_model(work: ModelWorkload, tmp: Path, warmup: int, reps: int, max_autotu
            "rel_error": error, "ok": error <= work.tolerance, "goal": work.goal,
            "backends": backend_lines(plan["ranks"][0], "cuda")}
     row["sdc_ms"] = median_ms(lambda: exe(*inputs), warmup, reps)
+    # reference_kernels.CudnnChoice per merged convolution: how many signatures keep the fused cuDNN call
+    choices = [c for c in (getattr(getattr(step, "kernel", None), "cudnn_choice", None)
+                           for step in exe._executor.program) if c is not None]
+    row["cudnn_choice"] = {"convolutions": len(choices), "timed": sum(c.timed for c in choices),
+                           "fused": sum(v for c in choices for v in c.chosen.values()),
+                           "split": sum(not v for c in choices for v in c.chosen.values())}
 
     peer = copy.deepcopy(module).cuda().to(work.peer_dtype)
     if work.channels_last:
@@ -412,8 +418,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep Triton's, Inductor's and sdc's on-disk caches (default: fresh ones, so compile times are cold)")
     parser.add_argument("--max-autotune", action="store_true",
                         help="also time torch.compile(mode='max-autotune') on the models (minutes of tuning)")
+    parser.add_argument("--cudnn-benchmark", action="store_true",
+                        help="torch.backends.cudnn.benchmark on for every system (cuDNN times its algorithms "
+                             "at each convolution shape's first call)")
     args = parser.parse_args(argv)
     parts = set(args.only or ("kernels", "models", "host"))
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     if not args.warm_caches:  # compile times measured cold: no kernel or tuning result from an earlier run
         cold = Path(tempfile.mkdtemp(prefix="sdc-bench-cold-"))
         for var in ("TRITON_CACHE_DIR", "SDC_AUTOTUNE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
@@ -424,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "python": platform.python_version(), "sdc": sdc.__version__}
+            "triton": triton.__version__, "python": platform.python_version(), "sdc": sdc.__version__,
+            "cudnn_benchmark": args.cudnn_benchmark}
     print(meta, flush=True)
     rows, models = [], []
     with tempfile.TemporaryDirectory(prefix="sdc-bench-") as tmp:

@@ -10,6 +10,8 @@ per call of 20 back-to-back calls (host work overlaps the kernels wherever the G
 side). torch eager and torch.compile run the same function in the same process, timed the same two
 ways. The MLP row also reports the autotuner: the configuration it chose, how long the first call
 took (tuning included) and whether a second load tuned again (it must not: the choice is on disk).
+The `ew-cuda` row runs the `ew` chain as the renderer's Triton kernel and as a CUDA C++ one
+(sdc/codegen/cuda, SDC_CUDA_CPP=elementwise), kernel time against kernel time.
 
 Rows are printed as they finish and written to DIR/kernels_gpu.json; `--budget` stops starting new
 workloads after that many seconds, so a time-limited run still returns what it measured.
@@ -36,6 +38,7 @@ import sdc  # noqa: E402
 import sdc.runtime  # noqa: E402
 from sdc.codegen.triton.renderer import TritonRenderer  # noqa: E402
 from sdc.runtime import triton_launcher  # noqa: E402
+from sdc.runtime.cuda_launcher import CudaLaunch  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench"))
 from sdc.runtime.executor import _straight_line  # noqa: E402
 from gpu import elementwise_ir, layernorm_ir, median_ms, mlp_inputs, mlp_ir, mlp_reference, softmax_ir  # noqa: E402
@@ -83,8 +86,9 @@ def rate(amount: float, ms: float) -> float:
 
 def kernel_ms(exe, inputs, quick: bool) -> float:
     """The generated kernels' own time per call: a fresh load without CUDA graphs (whose replay copies
-    the inputs in and the outputs out) runs once with each triton launch recorded, then each launch is
-    timed back to back on the recorded values (it reuses its result buffers) and the times are summed."""
+    the inputs in and the outputs out) runs once with each generated launch (Triton or CUDA C++)
+    recorded, then each launch is timed back to back on the recorded values (it reuses its result
+    buffers) and the times are summed."""
     os.environ["SDC_CUDA_GRAPHS"] = "0"
     try:
         fresh = sdc.runtime.load(exe.path, device="cuda")
@@ -93,7 +97,7 @@ def kernel_ms(exe, inputs, quick: bool) -> float:
     program = fresh._executor.program
     recorded = []
     for i, step in enumerate(program):
-        if isinstance(step, triton_launcher.TritonLaunch):
+        if isinstance(step, (triton_launcher.TritonLaunch, CudaLaunch)):
             def spy(vals, state, step=step):
                 recorded.append((step, list(vals), state))  # its operands, before later steps free them
                 step(vals, state)
@@ -138,10 +142,41 @@ def elementwise(tmp: Path, quick: bool) -> dict:
     amount = 4 * n * 2
     row = {"work": f"elementwise gelu(x*w+b)*0.5 {n} bf16", "peers": measure_peers(fn, inputs, amount, quick),
            "variants": []}
-    for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 16)):
-        with renderer_settings(elementwise_blocks=((1 << 20, block, warps),)):
-            exe = compile_ir(ir, tmp, f"ew_{block}_{warps}")
-        row["variants"].append({"BLOCK": block, "num_warps": warps, **measure_sdc(exe, inputs, want, amount, quick)})
+    os.environ["SDC_AUTOTUNE"] = "0"  # each fixed variant as it is; then the default plan, tuned at first load
+    try:
+        for block, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (8192, 16)):
+            with renderer_settings(elementwise_blocks=((1 << 20, block, warps),)):
+                exe = compile_ir(ir, tmp, f"ew_{block}_{warps}")
+            row["variants"].append({"BLOCK": block, "num_warps": warps,
+                                    **measure_sdc(exe, inputs, want, amount, quick)})
+    finally:
+        os.environ.pop("SDC_AUTOTUNE", None)
+    exe = compile_ir(ir, tmp, "ew_tuned")
+    row["variants"].append({"autotune": "on", **measure_sdc(exe, inputs, want, amount, quick)})
+    return row
+
+
+def elementwise_cuda(tmp: Path, quick: bool) -> dict:
+    """The `ew` chain with the renderer's own configuration, as a Triton kernel and as a CUDA C++ one
+    (SDC_CUDA_CPP=elementwise, compiled by NVRTC at load): the measurement that decides whether
+    elementwise groups default to CUDA C++ (sdc/codegen/cuda)."""
+    n = (1 << 20) if quick else 64 * (1 << 20)
+    ir = elementwise_ir(n)
+    inputs = [torch.randn(n, device="cuda", dtype=BF16) for _ in range(3)]
+    want = F.gelu(inputs[0].double() * inputs[1].double() + inputs[2].double()) * 0.5
+    amount = 4 * n * 2
+    row = {"work": f"elementwise gelu(x*w+b)*0.5 {n} bf16: Triton vs CUDA C++", "variants": []}
+    for backend in ("triton", "cuda"):
+        if backend == "cuda":
+            os.environ["SDC_CUDA_CPP"] = "elementwise"
+        started = time.perf_counter()
+        try:
+            exe = compile_ir(ir, tmp, f"ew_{backend}")
+        finally:
+            os.environ.pop("SDC_CUDA_CPP", None)
+        compile_load_s = round(time.perf_counter() - started, 2)  # NVRTC's compile at load included
+        row["variants"].append({"backend": backend, "kernels": kernels_of(exe), "compile_load_s": compile_load_s,
+                                **measure_sdc(exe, inputs, want, amount, quick)})
     return row
 
 
@@ -186,12 +221,18 @@ def row_workloads(tmp: Path, quick: bool) -> list[dict]:
         want = fn(*[t.double() for t in inputs])
         row = {"work": f"{name} {rows}x{cols} bf16", "peers": measure_peers(fn, inputs, amount, quick), "variants": []}
         # 4, 8, 16 warps for one 4096 row a program; then two rows a program with 16 warps
-        for per_thread, elements in ((32, 2048), (16, 2048), (8, 2048), (16, 8192)):
-            with renderer_settings(row_values_per_thread=per_thread, row_elements=elements):
-                exe = compile_ir(ir, tmp, f"{name}_{per_thread}_{elements}")
-            (k,) = [k for k in kernels_of(exe) if k["backend"] == "triton"]
-            row["variants"].append({"num_warps": k["num_warps"], **k["constexprs"],
-                                    **measure_sdc(exe, inputs, want, amount, quick)})
+        os.environ["SDC_AUTOTUNE"] = "0"  # the fixed variants; then the default plan, tuned at first load
+        try:
+            for per_thread, elements in ((32, 2048), (16, 2048), (8, 2048), (16, 8192)):
+                with renderer_settings(row_values_per_thread=per_thread, row_elements=elements):
+                    exe = compile_ir(ir, tmp, f"{name}_{per_thread}_{elements}")
+                (k,) = [k for k in kernels_of(exe) if k["backend"] == "triton"]
+                row["variants"].append({"num_warps": k["num_warps"], **k["constexprs"],
+                                        **measure_sdc(exe, inputs, want, amount, quick)})
+        finally:
+            os.environ.pop("SDC_AUTOTUNE", None)
+        exe = compile_ir(ir, tmp, f"{name}_tuned")
+        row["variants"].append({"autotune": "on", **measure_sdc(exe, inputs, want, amount, quick)})
         out.append(row)
     return out
 
@@ -285,15 +326,18 @@ def conv_layer(tmp: Path, quick: bool) -> dict:
     return row
 
 
-def attention_bench_ir(b: int, h: int, s: int, d: int, causal: bool) -> str:
+def attention_bench_ir(b: int, h: int, s: int, d: int, causal: bool, constant_mask: bool = False) -> str:
     """softmax(q k^T / sqrt(d), masked) v in bf16 as the ONNX export of a BERT (padding mask [B, 1, 1, S]
-    under where) or GPT (causal [S, S] mask under where) block writes it: one attention kernel."""
+    under where) or GPT (causal [S, S] mask under where) block writes it: one attention kernel.
+    `constant_mask`: the mask is the parameter "m" (a constant buffer, as GPT-2's `bias`), so the
+    compiler sees it is causal and skips key blocks; else it is an input."""
     t = lambda *shape, dt="bf16": "tensor<" + "x".join([*map(str, shape), dt]) + ">"  # noqa: E731
     mask = t(s, s, dt="i1") if causal else t(b, 1, 1, s, dt="i1")
+    mask_arg = "" if constant_mask else f",\n                %m: {mask} {{sdc.name = \"m\"}}"
+    mask_param = f'\n  %m = "sdc.parameter"() {{name = "m"}} : () -> {mask}' if constant_mask else ""
     return f"""
 func.func @main(%q: {t(b, h, s, d)} {{sdc.name = "q"}}, %k: {t(b, h, s, d)} {{sdc.name = "k"}},
-                %v: {t(b, h, s, d)} {{sdc.name = "v"}},
-                %m: {mask} {{sdc.name = "m"}}) -> ({t(b, h, s, d)} {{sdc.name = "o"}}) {{
+                %v: {t(b, h, s, d)} {{sdc.name = "v"}}{mask_arg}) -> ({t(b, h, s, d)} {{sdc.name = "o"}}) {{{mask_param}
   %c = "sdc.constant"() {{value = dense<{d ** -0.5!r}> : tensor<bf16>}} : () -> tensor<bf16>
   %fill = "sdc.constant"() {{value = dense<-1.0e9> : tensor<bf16>}} : () -> tensor<bf16>
   %s0 = "sdc.matmul"(%q, %k) {{transpose_lhs = false, transpose_rhs = true}} :
@@ -334,6 +378,16 @@ def attention(tmp: Path, quick: bool) -> list[dict]:
         row = {"work": f"attention B{b} H{h} S{s} D{d} bf16 {'causal' if causal else 'padding mask'}",
                "peers": measure_peers(fn, inputs, flops, quick),
                "variants": [{"kernels": kernels_of(exe), **measure_sdc(exe, inputs, want, flops, quick)}]}
+        if causal:  # the mask as a constant: the causal kernel (block skipping, no mask read)
+            from sdc.compiler import compile_module
+            from sdc.ir_text import parse_module
+            from sdc.options import CompileOptions
+
+            exe = compile_module(parse_module(attention_bench_ir(b, h, s, d, causal, constant_mask=True)),
+                                 {"m": mask.cpu()}, CompileOptions(target="cuda"),
+                                 output=tmp / f"attention_{s}_constant.sdc", device="cuda")
+            row["variants"].append({"mask": "constant", "kernels": kernels_of(exe),
+                                    **measure_sdc(exe, inputs[:3], want, flops, quick)})
         out.append(row)
     return out
 
@@ -343,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for kernels_gpu.json")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--budget", type=float, default=170.0, help="start no workload after this many seconds")
-    parser.add_argument("--only", default="", help="comma-separated workloads: ew,bias,rows,mlp,conv,attn")
+    parser.add_argument("--only", default="", help="comma-separated workloads: ew,ew-cuda,bias,rows,mlp,conv,attn")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: bench/kernels_gpu.py needs a CUDA GPU", file=sys.stderr)
@@ -357,11 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"meta": meta, "rows": []}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    chosen = set(filter(None, args.only.split(","))) or {"ew", "bias", "rows", "mlp", "conv", "attn"}
+    chosen = set(filter(None, args.only.split(","))) or {"ew", "ew-cuda", "bias", "rows", "mlp", "conv", "attn"}
     with tempfile.TemporaryDirectory(prefix="sdc-kernels-") as tmp:
         os.environ.setdefault("SDC_AUTOTUNE_DIR", str(Path(tmp) / "autotune"))
-        for name, work in (("ew", elementwise), ("bias", bias_rows), ("rows", row_workloads), ("mlp", mlp),
-                           ("conv", conv_layer), ("attn", attention)):
+        for name, work in (("ew", elementwise), ("ew-cuda", elementwise_cuda), ("bias", bias_rows),
+                           ("rows", row_workloads), ("mlp", mlp), ("conv", conv_layer), ("attn", attention)):
             if name not in chosen:
                 continue
             if time.perf_counter() - started > args.budget:

@@ -1,6 +1,7 @@
 """Which kernel groups of a plan are generated kernels and which run through torch (`sdc inspect`).
 
-A launch's backend is `triton` (a kernel sdc generated, in the artifact's kernels/) or `reference`
+A launch's backend is `triton` or `cuda` (a Triton or CUDA C++ kernel sdc generated, in the artifact's
+kernels/; the CUDA C++ ones are listed by op chain, as `CUDA C++: ...`) or `reference`
 (each op of the group a torch call). On cuda a torch call of a convolution runs in cuDNN and one of
 a matmul in cuBLAS: vendor libraries, which the GPU issue lets serve a group only where that is
 measured to be faster, and asks `sdc inspect` to name. A convolution group whose epilogue the
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sdc.runtime.format import LAUNCH, launch_ops
+from sdc.runtime.format import CUDA, LAUNCH, launch_ops
 
 # op family (sdc.dialect.opdef) -> the library torch calls for it on cuda
 VENDOR_LIBRARY = {"convolution": "cuDNN", "contraction": "cuBLAS"}
 SHOWN_IDS = 8  # group ids listed per line before "..."
+CUDA_CPP = "CUDA C++"  # generated CUDA C++ kernels (sdc/codegen/cuda), listed by op chain
 
 
 def _library(op_names: list[str]) -> str:
@@ -59,10 +61,19 @@ def backend_lines(rank: dict, target: str) -> list[str]:
     """Lines for one rank: a count per backend, then the reference groups per library and op chain."""
     launches = [s for s in rank.get("steps", []) if s.get("kind") == LAUNCH]
     generated = [s for s in launches if (s.get("kernel") or {}).get("backend") == "triton"]
-    through_torch = [s for s in launches if (s.get("kernel") or {}).get("backend") != "triton"]
-    head = f"kernels: {len(generated)} generated (Triton), {len(through_torch)} through torch"
+    cuda_cpp = [s for s in launches if (s.get("kernel") or {}).get("backend") == CUDA]
+    through_torch = [s for s in launches if (s.get("kernel") or {}).get("backend") not in ("triton", CUDA)]
+    head = (f"kernels: {len(generated)} generated (Triton), "
+            + (f"{len(cuda_cpp)} generated (CUDA C++), " if cuda_cpp else "")
+            + f"{len(through_torch)} through torch")
+    # the CUDA C++ groups (SDC_CUDA_CPP) by op chain, so a reader sees which kernels are not Triton
+    cuda_groups: dict[str, list[str]] = {}
+    for step in cuda_cpp:
+        chain = "+".join(op.get("op", "?") for op in launch_ops(step))
+        cuda_groups.setdefault(chain, []).append(str(step.get("id", "?")))
+    cuda_lines = [f"  {CUDA_CPP}: {chain} x{len(ids)} ({_shown(ids)})" for chain, ids in sorted(cuda_groups.items())]
     if not through_torch:
-        return [head]
+        return [head, *cuda_lines]
     groups: dict[tuple[str, str], list[str]] = {}
     for step in through_torch:
         names = [op.get("op", "?") for op in launch_ops(step)]
@@ -72,8 +83,11 @@ def backend_lines(rank: dict, target: str) -> list[str]:
         groups.setdefault((library, "+".join(names)), []).append(str(step.get("id", "?")))
     libraries = Counter(library for (library, _), ids in groups.items() for _ in ids)
     head += " (" + ", ".join(f"{library} {n}" for library, n in sorted(libraries.items())) + ")"
-    lines = [head]
+    lines = [head, *cuda_lines]
     for (library, chain), ids in sorted(groups.items(), key=lambda item: (item[0][0], -len(item[1]))):
-        shown = ", ".join(ids[:SHOWN_IDS]) + (", ..." if len(ids) > SHOWN_IDS else "")
-        lines.append(f"  {library}: {chain} x{len(ids)} ({shown})")
+        lines.append(f"  {library}: {chain} x{len(ids)} ({_shown(ids)})")
     return lines
+
+
+def _shown(ids: list[str]) -> str:
+    return ", ".join(ids[:SHOWN_IDS]) + (", ..." if len(ids) > SHOWN_IDS else "")

@@ -509,6 +509,10 @@ def inspect_command(args, out: TextIO) -> int:
         from sdc.codegen.memory import arena_summary
 
         out.write(f"    memory plan: arena {arena_summary(r.get('arena'))}\n")
+        from sdc.codegen.memory import in_place_concats
+
+        if in_place_concats(r["steps"]):
+            out.write(f"    concats written in place by their producers: {', '.join(in_place_concats(r['steps']))}\n")
         from sdc.cli.backend_report import backend_lines
 
         for line in backend_lines(r, m["target"]):

@@ -8,11 +8,13 @@ reader.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import secrets
 import shutil
+import struct
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,10 +24,14 @@ import torch
 from sdc.codegen.plan import Plan, RankPlan
 from sdc.dtypes import from_torch
 from sdc.runtime import synth
+from sdc.runtime.artifact import SAFETENSORS_DTYPES
 from sdc.diagnostics import SdcError
 from sdc.runtime.format import (FORMAT, FORMAT_VERSION, KERNELS_DIR, MANIFEST, PLAN, PROGRAM, WEIGHTS_DIR,
                                 sha256_file, weights_file)
 from sdc.version import __version__
+
+# sdc element type -> safetensors dtype name (the inverse of the reader's table)
+_SAFETENSORS_DTYPE = {sdc_name: st_name for st_name, sdc_name in SAFETENSORS_DTYPES.items()}
 
 _FINGERPRINT_PACKAGES = ("torch", "numpy", "onnx", "safetensors", "torch-mlir", "triton")
 
@@ -46,7 +52,8 @@ def program_text(module) -> str:
     """The final IR, with locations (they tie plan steps back to the source model)."""
     op = module.operation if hasattr(module, "operation") else module
     with op.context:
-        return op.get_asm(enable_debug_info=True)
+        # verified after the last pass (sdc.compiler.run_pipeline): printing need not verify it again
+        return op.get_asm(enable_debug_info=True, assume_verified=True)
 
 
 def write_artifact(plan: Plan, module, output: str | os.PathLike, *, options: dict[str, Any] | None = None,
@@ -91,14 +98,15 @@ def _write_contents(root: Path, plan: Plan, program: str, options: dict[str, Any
     for rel, source in plan.kernel_files().items():  # generated kernels (target cuda): hashed like every file
         (root / rel).write_text(source, encoding="utf-8")
     synthesized: list[dict[str, dict]] = []
+    digests: dict[str, str] = {}  # the weights files', taken while writing them (not read back)
     for rank in plan.ranks:
         kept, table = _split_synthesized(rank) if weight_seed is not None else (rank.weights, {})
         synthesized.append(table)
-        _save_weights(root / weights_file(rank.rank), kept)
+        digests[weights_file(rank.rank)] = _save_weights(root / weights_file(rank.rank), kept)
     files = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+        files[rel] = {"sha256": digests.get(rel) or sha256_file(path), "bytes": path.stat().st_size}
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -179,6 +187,8 @@ def _step_line(step: dict) -> str:
         return f"collective {step.get('op', '')} {io}"
     if kind == "alloc":
         return f"alloc {step.get('value')}" + (f" reuses {step['reuses']}" if step.get("reuses") else "")
+    if kind == "view":
+        return f"view {step.get('value')} = {step.get('of')}.narrow({step.get('axis')}, {step.get('offset')})"
     if kind == "free":
         return f"free {', '.join(step.get('values', []))}"
     return f"{kind} " + " ".join(f"{k}={v}" for k, v in step.items() if k != "kind")
@@ -230,24 +240,56 @@ def _depth(value: Any) -> int:
     return 0
 
 
-def _save_weights(path: Path, weights: dict[str, torch.Tensor]) -> None:
-    from safetensors.torch import save_file
+def _save_weights(path: Path, weights: dict[str, torch.Tensor]) -> str:
+    """Write `weights` as a safetensors file and return its SHA-256, hashed as it is written.
 
-    tensors: dict[str, torch.Tensor] = {}
-    seen: set[int] = set()
-    for name, t in weights.items():
-        t = t.detach().contiguous()
-        key = t.untyped_storage().data_ptr()
-        # safetensors refuses tensors that share memory, or views of a larger buffer
-        if key in seen or t.untyped_storage().nbytes() != t.numel() * t.element_size():
-            t = t.clone()
-        seen.add(t.untyped_storage().data_ptr())
-        tensors[name] = t
+    The layout is safetensors' own (8-byte header length, JSON header padded to 8 bytes, then the
+    data: first the weights whose size is a multiple of 16 bytes, each of them 16-byte aligned, then
+    the rest in order of decreasing element size, each aligned to its element, so the loader can view
+    one buffer), written straight from each tensor's memory: no serialized copy of the whole file,
+    and no second read of it to hash it."""
+    tensors = {name: t.detach().contiguous() for name, t in weights.items()}
+    # Weights whose byte size is a multiple of 16 first, so each of them starts 16-byte aligned (what
+    # the loader's views need to be read at full speed: sdc.runtime.artifact.WEIGHT_ALIGN); then the
+    # others by decreasing element size, each still aligned to its own element.
+    order = sorted(tensors, key=lambda name: (tensors[name].numel() * tensors[name].element_size() % 16 != 0,
+                                              -tensors[name].element_size(), name))
+    header: dict[str, Any] = {"__metadata__": {"format": "pt", "writer": f"sdc {__version__}"}}
+    offset = 0
+    for name in order:
+        t = tensors[name]
+        nbytes = t.numel() * t.element_size()
+        header[name] = {"dtype": _SAFETENSORS_DTYPE[from_torch(t.dtype)], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-(len(text) + 8) % 8)
+    digest = hashlib.sha256()
     try:
-        save_file(tensors, str(path), metadata={"format": "pt", "writer": f"sdc {__version__}"})
-    except Exception as e:
-        raise SdcError(f"cannot write the weights to '{path}': {e}") from None
-    os.chmod(path, 0o666 & ~_umask())  # safetensors creates the file 0600
+        with open(path, "wb") as f:
+            for chunk in (struct.pack("<Q", len(text)), text):
+                f.write(chunk)
+                digest.update(chunk)
+            for name in order:
+                data = _raw_bytes(tensors[name])
+                f.write(data)
+                digest.update(data)
+    except OSError as e:
+        raise SdcError(f"cannot write the weights to '{path}': {e.strerror}") from None
+    os.chmod(path, 0o666 & ~_umask())
+    return digest.hexdigest()
+
+
+def _raw_bytes(t: torch.Tensor) -> memoryview:
+    """A contiguous tensor's bytes, without a copy. A tensor torch calls contiguous may still have a
+    stride other than 1 in a dim of size 1 (a one-element splat expanded from a scalar), which no
+    byte view accepts: that one element is copied."""
+    flat = t.reshape(-1)
+    if flat.numel() == 0:
+        return memoryview(b"")
+    if flat.stride(0) != 1:
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    return memoryview(flat.view(torch.uint8).numpy())
 
 
 def _umask() -> int:

@@ -26,6 +26,11 @@ producing kernel writes directly and the runtime hands out without a copy. A col
 stay live to the end of the call: a collective may still read them after its step (on its own
 stream, or on another rank's thread in the simulator), and the plan does not say when it is done.
 
+A concat that its producers write in place (`write_concats_in_place`, on targets with generated
+kernels) is an `alloc` of the joined value and a `view` step per operand: the joined value is made at
+its `alloc` (before the first producer), each slice is a view of it that takes no bytes of its own
+and keeps it live as long as the slice is read.
+
 The placement is *greedy by size* (the strategy of TFLite's arena planner): buffers sorted by size,
 largest first, each placed at the lowest aligned offset where it overlaps no buffer already placed
 whose lifetime overlaps its own. Its peak is at least the largest number of bytes live at one time
@@ -45,6 +50,8 @@ from sdc.dialect.opdef import get_op
 from sdc.fmt import format_bytes
 
 ALIGNMENT = 256  # bytes: what cudaMalloc gives, and enough for any vector load
+ALLOC = "alloc"
+VIEW = "view"
 LAUNCH = "launch"
 COLLECTIVE = "collective"
 
@@ -284,7 +291,25 @@ def _rank_buffers(values: Mapping[str, Mapping], outputs: Sequence[str], steps: 
     planned: dict[str, int] = {}  # value -> bytes
     holds: dict[str, set[str]] = {}  # an unplanned value -> the planned values it may view
     order: list[str] = []
+    view_bases = {step["of"] for step in steps if step["kind"] == VIEW}
     for t, step in enumerate(steps):
+        if step["kind"] == ALLOC:  # its value takes its bytes here, before the kernels that write it
+            vid = step["value"]
+            made[vid] = t
+            order.append(vid)
+            size = (None if vid in returned or vid in unplanned or "weight" in values[vid]
+                    or (direct_only and vid not in view_bases) else max_bytes(values[vid], bounds))
+            if size is not None:
+                planned[vid] = size
+            continue
+        if step["kind"] == VIEW:  # a slice of its base: the base stays live as long as the view is read
+            vid, base = step["value"], step["of"]
+            made[vid] = t
+            order.append(vid)
+            viewed = {base} if base in planned else holds.get(base, set())
+            if viewed:
+                holds[vid] = viewed
+            continue
         if step["kind"] not in (LAUNCH, COLLECTIVE):
             continue
         reads = _step_reads(step)
@@ -292,6 +317,8 @@ def _rank_buffers(values: Mapping[str, Mapping], outputs: Sequence[str], steps: 
             last[vid] = len(steps) if step["kind"] == COLLECTIVE else t
         sharing = _viewed_reads(step)
         for vid in step.get("outputs", []):
+            if vid in made:  # its alloc or view step made it; this kernel writes into that memory
+                continue
             made[vid] = t
             order.append(vid)
             size = (None if vid in returned or vid in unplanned or "weight" in values[vid]
@@ -311,6 +338,147 @@ def _rank_buffers(values: Mapping[str, Mapping], outputs: Sequence[str], steps: 
         for p in viewed:
             end[p] = max(end[p], until)
     return [Buffer(vid, planned[vid], made[vid], end[vid]) for vid in order if vid in planned], held_by_outputs
+
+
+# ---------------------------------------------------------------- concats written in place
+
+CUSTOM_TEMPLATE = "custom"  # a user's Triton kernel indexes flat (sdc/codegen/triton/custom.py): no strided views
+
+
+def _strided_kernel(step: Mapping) -> bool:
+    """A generated kernel other than a user's: it takes every tensor's strides, so it reads and
+    writes a slice view of a larger buffer as it is."""
+    kernel = step.get("kernel", {})
+    return step["kind"] == LAUNCH and kernel.get("backend") == "triton" and kernel.get("template") != CUSTOM_TEMPLATE
+
+
+def _lone_concat(step: Mapping) -> Mapping | None:
+    """The concat op of a launch that is one concat and nothing else, or None."""
+    ops = step.get("kernel", {}).get("ops", []) if step["kind"] == LAUNCH else []
+    if len(ops) != 1 or ops[0].get("op") != "concat" or len(step.get("outputs", [])) != 1:
+        return None
+    return ops[0]
+
+
+def write_concats_in_place(values: Mapping[str, dict], outputs: Sequence[str], steps: Sequence[dict],
+                           inputs: Sequence[str] = (), dims: Mapping[str, Sequence] | None = None) -> list[dict]:
+    """The steps with each concat whose operands its producers can write in place turned into one
+    buffer: an `alloc` of the concat's result before the first producer runs, a `view` step per
+    operand binding it to its slice (`narrow(axis, offset, size)`), and no concat launch.
+
+    Why: a concat is a pass over every byte it joins; a generated kernel takes its result's strides,
+    so it can write its part of the joined tensor where the concat would have copied it. An operand
+    qualifies when a generated kernel makes it in row-major order (no `layout`), or it is itself a
+    concat written this way (a chain of concats, DenseNet's growing block, is one buffer); when it is
+    no rank output and every other step that reads it is a generated kernel that runs before the
+    concat (so its view never outlives the buffer's free); and when its size along the axis is known
+    (the offsets are numbers). A concat of the same value twice, or of an input or a weight, or any
+    operand a reference kernel reads, keeps its copy.
+
+    The buffer is allocated per call at the call's sizes, so its dims must be numbers or expressions
+    over the symbols the inputs bind: a `"?"` dim of a joined value is named from `dims` (each
+    value's symbolic dims, sdc-shape-constraints' `sdc.result_dims`), and those names are written
+    into `values` for the values it joins."""
+    returned = set(outputs)
+    bound = {s for vid in inputs for d in values[vid]["shape"] if isinstance(d, str) and d != "?"
+             for s in symexpr.free_symbols(d)}
+
+    def named(vid: str) -> list | None:
+        """The value's dims with each "?" named from `dims` (None where one stays unknown)."""
+        shape = list(values[vid]["shape"])
+        known = list((dims or {}).get(vid) or [])
+        for j, d in enumerate(shape):
+            name = known[j] if j < len(known) else None
+            if d != "?":
+                continue
+            if isinstance(name, int) or (isinstance(name, str) and _binds(name, bound)):
+                shape[j] = name
+            else:
+                return None
+        return shape
+
+    shapes: dict[str, list] = {}
+    readers: dict[str, list[int]] = {}
+    for i, step in enumerate(steps):
+        for vid in _step_reads(step):
+            readers.setdefault(vid, []).append(i)
+    written: dict[str, int] = {}  # a generated kernel's row-major result -> its step
+    for i, step in enumerate(steps):
+        if _strided_kernel(step):
+            for r in step["kernel"].get("results", []):
+                if not r.get("layout"):
+                    written[r["value"]] = i
+    parent: dict[str, tuple[str, int, int]] = {}  # operand -> (its concat, axis, offset)
+    first: dict[str, int] = {}  # a concat written in place -> the step of its first producer
+    dropped: set[int] = set()
+    for i, step in enumerate(steps):
+        concat = _lone_concat(step)
+        if concat is None:
+            continue
+        joined = step["outputs"][0]
+        ins = list(concat["inputs"])
+        shape = named(joined)
+        axis = concat.get("attrs", {}).get("axis")
+        if len(ins) != 2 or ins[0] == ins[1] or not isinstance(axis, int) or shape is None or "weight" in values[joined]:
+            continue
+        axis %= len(shape)
+
+        def qualifies(vid: str) -> bool:
+            if vid in returned or (vid not in written and vid not in first):
+                return False
+            own = named(vid)
+            if own is None or not isinstance(own[axis], int) or any(
+                    d != e for j, (d, e) in enumerate(zip(own, shape)) if j != axis):
+                return False
+            return all(t == i or (t < i and _strided_kernel(steps[t])) for t in readers.get(vid, []))
+
+        if not all(qualifies(v) for v in ins):
+            continue
+        shapes[joined] = shape
+        offset = 0
+        for vid in ins:
+            shapes[vid] = named(vid)
+            parent[vid] = (joined, axis, offset)
+            offset += shapes[vid][axis]
+        first[joined] = min(first.get(v, written.get(v, i)) for v in ins)
+        dropped.add(i)
+    if not dropped:
+        return list(steps)
+    for vid, shape in shapes.items():
+        values[vid]["shape"] = shape
+    children: dict[str, list[str]] = {}
+    for vid, (joined, _, _) in parent.items():
+        children.setdefault(joined, []).append(vid)
+    inserted: dict[int, list[dict]] = {}
+    for root in (c for c in first if c not in parent):
+        made = [{"kind": ALLOC, "value": root}]
+        pending = [root]
+        while pending:  # each buffer before its slices: a chain's inner concat is a view of the outer one
+            base = pending.pop(0)
+            for vid in sorted(children.get(base, []), key=lambda v: parent[v][2]):
+                _, axis, offset = parent[vid]
+                made.append({"kind": VIEW, "value": vid, "of": base, "axis": axis, "offset": offset})
+                pending.append(vid)
+        inserted.setdefault(first[root], []).extend(made)
+    out: list[dict] = []
+    for i, step in enumerate(steps):
+        out.extend(inserted.get(i, []))
+        if i not in dropped:
+            out.append(step)
+    return out
+
+
+def _binds(dim: str, bound: set[str]) -> bool:
+    """Whether a symbolic dim evaluates from the symbols the inputs bind."""
+    try:
+        return set(symexpr.free_symbols(dim)) <= bound
+    except symexpr.SymExprError:
+        return False
+
+
+def in_place_concats(steps: Iterable[Mapping]) -> list[str]:
+    """The concats of a rank's steps that their producers write in place (the bases of `view` steps)."""
+    return list(dict.fromkeys(step["of"] for step in steps if step.get("kind") == VIEW))
 
 
 def plan_rank_memory(values: Mapping[str, Mapping], outputs: Sequence[str], steps: Sequence[dict],

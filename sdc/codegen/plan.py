@@ -38,6 +38,7 @@ from sdc.runtime.format import (COLLECTIVE, COMPUTE_STREAM, FREE, KERNELS_DIR, L
 from sdc.runtime.reference_kernels import FRESH_RESULT, IN_PLACE_OPS
 from sdc.target import DEFAULT_TARGET, get_target
 from sdc.transforms.optimizer_step import STATE_ATTR
+from sdc.transforms.sharding_ir import op_result_dims
 
 UNKNOWN = "?"
 
@@ -173,6 +174,7 @@ class _RankBuilder:
         self.launch_count = 0
         self.collective_count = 0
         self.roots: dict[str, str] = {}  # a weight computed at compile time -> the weight it is named after
+        self.result_dims: dict[str, list] = {}  # an op result -> its symbolic dims (`sdc.result_dims`)
 
     # ------------------------------------------------------------ values
 
@@ -289,6 +291,7 @@ class _RankBuilder:
     def _entry(self, opdef, op, attrs: dict) -> dict:
         ins = [self.ids[v] for v in op.operands]
         outs = [self._new_value(r) for r in op.results]
+        self.result_dims.update(zip(outs, op_result_dims(op) or []))
         entry = {"op": opdef.name, "attrs": self._encode(attrs), "inputs": ins, "outputs": outs, "loc": op_location(op)}
         if "sdc.reason" in op.attributes:
             entry["reason"] = ir.StringAttr(op.attributes["sdc.reason"]).value
@@ -453,6 +456,10 @@ class _RankBuilder:
         self._lay_out_steps(readers)
         if not self.reference_kernels:
             self._generate_kernels()
+            from sdc.codegen.memory import write_concats_in_place  # generated kernels write their slices
+
+            self.plan.steps = write_concats_in_place(self.plan.values, self.plan.outputs, self.plan.steps,
+                                                     self.plan.inputs, self.result_dims)
         prune_weights(self.plan)
 
     def _generate_kernels(self) -> None:
@@ -480,7 +487,11 @@ class _RankBuilder:
                 from sdc.codegen.triton.conv import CONV_WEIGHT_LAYOUT, conv_weight
 
                 self._store_laid_out(conv_weight(generated.program), CONV_WEIGHT_LAYOUT)
-            path = f"{KERNELS_DIR}/{entry}.py"
+            from sdc.codegen.cuda import cuda_kernel
+            from sdc.runtime.format import CUDA
+
+            generated = cuda_kernel(generated.program, ops, entry) or generated  # the families SDC_CUDA_CPP picks
+            path = f"{KERNELS_DIR}/{entry}.{'cu' if generated.kernel['backend'] == CUDA else 'py'}"
             self.plan.kernel_sources[path] = generated.source
             step["kernel"] = {"backend": generated.kernel["backend"], "source": path,
                               **{k: v for k, v in generated.kernel.items() if k != "backend"}}
@@ -698,9 +709,11 @@ def _in_place_operand(entry: dict, fresh: set[str], readers: dict[str, int], val
     for i in allowed:
         vid = ins[i]
         v = values[vid]
+        # A dim unknown here (`UNKNOWN`) does not stop it: a unary op's result always has its operand's
+        # shape, and an in-place binary kernel runs out of place where the other operand does not
+        # broadcast into this one at run time (sdc/runtime/reference_kernels.py).
         if (vid in fresh and readers.get(vid, 0) == 1 and vid not in returned and ins.count(vid) == 1
-                and dtypes.is_float(v["dtype"]) and v["dtype"] == result["dtype"] and v["shape"] == result["shape"]
-                and UNKNOWN not in v["shape"]):
+                and dtypes.is_float(v["dtype"]) and v["dtype"] == result["dtype"] and v["shape"] == result["shape"]):
             return i
     return None
 

@@ -289,6 +289,10 @@ class NodeImporter(IndexingOps, NNOps):
             arr = self.b.sym_array(x)
             index = [slice(None)] * arr.ndim
             for a, s, e, st in zip(axes, starts, ends, steps):
+                if not -arr.ndim <= a < arr.ndim:
+                    raise ShapeError(f"Slice axis {a} is out of range for a shape value of rank {arr.ndim}")
+                if st == 0:
+                    raise ShapeError("Slice step 0 (ONNX requires a non-zero step)")
                 index[a % arr.ndim] = slice(s, e, st)
             return const_value(arr[tuple(index)])
         return self.b.emit("slice", [x], starts=starts, ends=ends, axes=axes, steps=steps)

@@ -51,9 +51,8 @@ class Executable:
             self._signature = Signature(self.inputs, self.outputs, self.guards)
         except ValueError as e:
             raise artifact.error(MANIFEST, str(e)) from None
-        weights = artifact.load_weights(rank)
-        if device.type != "cpu":
-            weights = {k: v.to(device) for k, v in weights.items()}
+        # On cuda one asynchronous copy: preparing the plan and compiling the kernels below overlap it.
+        weights = artifact.load_weights(rank, device)
         self._shardings = _io_shardings(artifact, len(self.inputs), len(self.outputs)) if comm is not None else None
         from sdc.runtime.executor import ReferenceExecutor  # here, not at the top: it imports torch
 
@@ -73,6 +72,8 @@ class Executable:
 
         # the generated kernels compile now, in parallel, not one by one in the first call (cuda only)
         self.kernels_prewarmed = prewarm(self._executor.program, program, device)
+        if device.type == "cuda":  # the weights' copy is on the current stream; the plan's other streams read them
+            torch.cuda.current_stream(device).synchronize()
         # Something alive as long as this executable (sdc.compile's temporary directory).
         self._keepalive: Any = None
         # Set a `sdc.runtime.profile.Profiler` to time each launch and collective step of later calls.

@@ -39,6 +39,7 @@ class WeightInfo:
     dtype: str
     shape: tuple[int, ...]
     nbytes: int
+    offset: int = 0  # where its bytes begin in the file's data section (after the header)
 
 
 @dataclass
@@ -98,27 +99,70 @@ class Artifact:
                                  _product(spec["shape"]) * dtypes.itemsize(spec["dtype"]))
                 for name, spec in self.synthesized(rank).items()}
 
-    def load_weights(self, rank: int) -> dict[str, Any]:
-        """The rank's weights on the CPU: those of its file, plus the synthesized ones (drawn from
-        the manifest's seed, sdc.runtime.synth), each checked against the allocation limit."""
+    def load_weights(self, rank: int, device: Any = None) -> dict[str, Any]:
+        """The rank's weights: those of its file, plus the synthesized ones (drawn from the
+        manifest's seed, sdc.runtime.synth), each checked against the allocation limit.
+
+        The file's data section is read in one piece and every weight is a view of it. With a CUDA
+        `device` that piece is read into pinned memory and goes up in one asynchronous copy, so
+        the caller's next work (preparing the plan, compiling kernels) overlaps the transfer; work
+        on another stream must wait for the current one first. Otherwise the weights are on the CPU."""
+        import torch
+
         rel, path = self.weights_path(rank)
-        in_file = self.weights_info(rank)  # a malformed header gets our error, not the library's
         made = self.synthesized(rank)
+        cuda = device is not None and torch.device(device).type == "cuda"
+        in_file, data = read_weight_data(path, lambda msg: self.error(rel, msg), pinned=cuda)
         both = sorted(set(in_file) & set(made))
         if both:
             raise self.error(MANIFEST, f"weight '{both[0]}' is both in {rel} and listed as synthesized")
-        try:
-            from safetensors.torch import load_file
-
-            weights = load_file(str(path), device="cpu")
-        except Exception as e:  # the library's errors have no common base class
-            raise self.error(rel, f"cannot read the weights: {e}") from None
+        if cuda:
+            data = data.to(device, non_blocking=True)
+        weights = {name: _view(data, info) for name, info in in_file.items()}
         if made:
             from sdc.runtime.synth import synthesize
 
             for name, spec in made.items():
-                weights[name] = synthesize(name, spec, self.manifest["weights"]["seed"])
+                value = synthesize(name, spec, self.manifest["weights"]["seed"])
+                weights[name] = value.to(device) if cuda else value
         return weights
+
+
+def read_weight_data(path: Path, error, pinned: bool = False) -> tuple[dict[str, WeightInfo], Any]:
+    """A safetensors file's checked header and its data section as one uint8 CPU tensor, read with
+    one `readinto` (into pinned memory when `pinned`): no per-weight copies, no mmap."""
+    import torch
+
+    infos, data_start = _read_header(path, error)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size - data_start
+            data = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
+            f.seek(data_start)
+            if size and f.readinto(memoryview(data.numpy())) != size:
+                raise error("cannot read the weights: the file changed while it was read")
+    except OSError as e:
+        raise error(f"cannot read the weights: {e.strerror}") from None
+    return infos, data
+
+
+# The address alignment, in bytes, a weight needs to be read at full speed: Triton specializes a kernel
+# on whether each pointer is 16-byte aligned (an unaligned one gets scalar loads, several times slower
+# in a matmul) and cuBLAS picks its vectorized paths by the same test. A weight whose offset in the
+# file is not a multiple of it is copied into memory of its own (torch allocations are aligned).
+WEIGHT_ALIGN = 16
+
+
+def _view(data: Any, info: WeightInfo) -> Any:
+    """The weight `info` as a tensor on `data`'s memory; a copy where its offset is not a multiple of
+    `WEIGHT_ALIGN` (sdc's writer puts those last: weights whose size is not a multiple of it)."""
+    from sdc.dtypes import to_torch
+
+    raw = data[info.offset:info.offset + info.nbytes]
+    dtype = to_torch(info.dtype)
+    if info.offset % WEIGHT_ALIGN:
+        raw = raw.clone()
+    return raw.view(dtype).view(info.shape)
 
 
 def artifact_error(root: Path | str, file: str, message: str) -> SdcError:
@@ -352,6 +396,11 @@ def _cross_check(program: RankProgram, entry: dict, whole: bool, bad) -> None:
 
 def read_safetensors_header(path: Path, error) -> dict[str, WeightInfo]:
     """Parse a safetensors header (8-byte little-endian length, then JSON) without loading data."""
+    return _read_header(path, error)[0]
+
+
+def _read_header(path: Path, error) -> tuple[dict[str, WeightInfo], int]:
+    """The header's entries, each checked, and where the data section begins."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
@@ -376,7 +425,7 @@ def read_safetensors_header(path: Path, error) -> dict[str, WeightInfo]:
         if name == "__metadata__":
             continue
         out[name] = _weight_entry(name, entry, data_size, error)
-    return out
+    return out, 8 + n
 
 
 def _weight_entry(name: str, entry: Any, data_size: int, error) -> WeightInfo:
@@ -400,4 +449,4 @@ def _weight_entry(name: str, entry: Any, data_size: int, error) -> WeightInfo:
         raise malformed(f"data_offsets outside the file's {data_size} data bytes")
     if _product(shape) * dtypes.itemsize(dtype) != end - begin:
         raise malformed("data_offsets do not match the dtype and shape")
-    return WeightInfo(name, dtype, tuple(shape), end - begin)
+    return WeightInfo(name, dtype, tuple(shape), end - begin, begin)

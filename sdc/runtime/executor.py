@@ -10,7 +10,8 @@ compile time; the executor only honours it. A call is then a loop over prepared 
 `torch.inference_mode()`, with no JSON or name lookups in it: an unprofiled call runs them
 specialized (`_straight_line`: one closure per ordinary op, which also drops the slots freed after
 it, and calls the torch function itself where the op's reference function is just that call), since
-on small models the executor's own Python was a fifth of a call.
+on small models the executor's own Python was a fifth of a call. On the CPU a call whose ops are all
+small runs on one thread (`_thread_gate`): OpenMP's fan-out costs such ops more than it saves.
 
 Streams and events: on the CPU everything runs in plan order, so `record` and `wait` do nothing (the
 schema checked that each wait follows its record). On a CUDA device each stream of the plan is a CUDA
@@ -20,6 +21,7 @@ stream (stream 0 the current one), steps run on theirs, and record/wait are CUDA
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import operator
 import time
@@ -34,7 +36,7 @@ from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import RefEnv, get_op
 from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect import symexpr
-from sdc.dialect.shapes import DYN, TensorSpec
+from sdc.dialect.shapes import DYN, TensorSpec, broadcast_shapes
 from sdc.runtime import plan_schema as S
 from sdc.runtime.format import decode_value
 from sdc.runtime.profile import Profiler, StepInfo
@@ -51,6 +53,8 @@ class RunState:
     env: RefEnv
     spare: dict[int, torch.Tensor] = field(default_factory=dict)  # freed tensors an alloc will reuse
     events: dict[str, Any] = field(default_factory=dict)  # recorded CUDA events by name
+    threads: int = 1  # the caller's torch thread count (`_thread_gate`)
+    current: int = 1  # the thread count torch runs with now
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,7 +102,7 @@ class PreparedOp:
         sequence = (tuple, list)
 
         # The common shapes (one result; one or more operands) each get a closure of their own, one
-        # Python frame per op; a direct torch function returns one tensor, never a sequence.
+        # Python frame per op; a direct torch function of a one-result op returns one tensor.
         if out is not None and n and direct is not None:
             if n == 1:
                 def run(vals: list, state: RunState) -> None:
@@ -116,6 +120,18 @@ class PreparedOp:
                         raise failure(e) from e
                     for slot in frees:
                         vals[slot] = None
+            return run
+
+        if len(outs) > 1 and n == 1 and direct is not None:  # split: a direct function returns the parts
+            def run(vals: list, state: RunState) -> None:
+                try:
+                    parts = direct(get(vals))
+                except Exception as e:
+                    raise failure(e) from e
+                for slot, t in zip(outs, parts):
+                    vals[slot] = t
+                for slot in frees:
+                    vals[slot] = None
             return run
 
         if out is not None and n:
@@ -218,6 +234,20 @@ class AllocBuffer:
 
 
 @dataclass(frozen=True, eq=False)
+class ViewSlot:
+    """A `view` step: the value's slot becomes its slice of the base's buffer, for its kernel to write."""
+
+    slot: int
+    base: int
+    axis: int
+    offset: int
+    size: int
+
+    def __call__(self, vals: list, state: RunState) -> None:
+        vals[self.slot] = vals[self.base].narrow(self.axis, self.offset, self.size)
+
+
+@dataclass(frozen=True, eq=False)
 class EventStep:
     """record (`record=True`) or wait on a CUDA device; nothing on the CPU (plan order is run order)."""
 
@@ -284,7 +314,7 @@ class ReferenceExecutor:
         """`error(message)` makes the SdcError for a plan that does not fit its weights (naming the
         artifact and plan.json). `comm` runs the collectives (sdc.runtime.distributed); `device` is
         where the tensors live; `kernels` reads the artifact's generated kernel sources
-        (`sdc.runtime.triton_launcher.KernelSources`), for launches whose backend is triton. `tf32`:
+        (`sdc.runtime.triton_launcher.KernelSources`), for launches whose backend is triton or cuda. `tf32`:
         the artifact's precision is tf32, so torch's f32 matmuls and convolutions may use TF32 on
         cuda (`fp32_math`); otherwise they compute in full f32."""
         self.mesh = dict(mesh)
@@ -303,6 +333,7 @@ class ReferenceExecutor:
         self.output_slots = [self.slots[vid] for vid in program.outputs]
         _check_custom_ops(program, error)
         reused = {s.reuses for s in program.steps if isinstance(s, S.Alloc) and s.reuses is not None}
+        view_bases = {s.of for s in program.steps if isinstance(s, S.View)}
         # The memory plan's arena (sdc/runtime/arena.py); with SDC_ARENA=0 its values get torch's memory.
         planned = program.arena.offsets if program.arena is not None else {}
         self.arena = Arena(program.arena, device) if planned and arena_enabled(device) else None
@@ -317,6 +348,7 @@ class ReferenceExecutor:
         # profiled call runs (`run(..., profiler=...)`); the ordinary call runs `program`, untouched.
         self.segments: list[tuple[StepInfo | None, tuple[Callable[[list, RunState], None], ...]]] = []
         self.kernel_count = 0
+        view_slots = frozenset(self.slots[s.value] for s in program.steps if isinstance(s, S.View))
         for step in program.steps:
             first = len(self.program)
             if self.arena is not None and isinstance(step, (S.Launch, S.Collective, S.Alloc)):
@@ -331,7 +363,13 @@ class ReferenceExecutor:
 
                 self.kernel_count += 1
                 self.program.append(prepare_launch(step, self.slots, program.values, kernels, device,
-                                                   self.streams[step.stream], error))
+                                                   self.streams[step.stream], error, view_slots))
+            elif isinstance(step, S.Launch) and step.cuda is not None:
+                from sdc.runtime.cuda_launcher import prepare_cuda_launch
+
+                self.kernel_count += 1
+                self.program.append(prepare_cuda_launch(step, self.slots, program.values, kernels, device,
+                                                        self.streams[step.stream], error))
             elif isinstance(step, S.Launch):
                 self.kernel_count += 1
                 # a convolution takes the relu/add after it: oneDNN post-ops on the CPU, one fused cuDNN
@@ -344,8 +382,12 @@ class ReferenceExecutor:
             elif isinstance(step, S.Free):
                 self.program.append(FreeSlots(tuple(self.slots[v] for v in step.values),
                                               tuple(self.slots[v] for v in step.values if v in reused)))
-            elif isinstance(step, S.Alloc) and step.value in planned:
-                pass  # bound above (or, with the arena off, torch's memory)
+            elif isinstance(step, S.View):
+                self.program.append(ViewSlot(self.slots[step.value], self.slots[step.of], step.axis, step.offset,
+                                             int(program.values[step.value].shape[step.axis])))
+            elif isinstance(step, S.Alloc) and step.value in planned and (self.arena is not None
+                                                                          or step.value not in view_bases):
+                pass  # bound above (or, with the arena off, torch's memory; a view's base needs a buffer)
             elif isinstance(step, S.Alloc):
                 v = program.values[step.value]
                 self.program.append(AllocBuffer(self.slots[step.value], v.shape,
@@ -356,13 +398,15 @@ class ReferenceExecutor:
             if len(self.program) > first:
                 self.segments.append((_step_info(step), tuple(self.program[first:])))
         # What an unprofiled call runs: the same instructions, plain ops specialized with their frees.
-        self.fast_program = _straight_line(self.program, comm)
+        self.fast_program = _straight_line(_fuse_bias_adds(self.program, self.initial), comm)
         # Reference kernels (torch ops) make tensors without naming a device and compute f32 products
         # through cuBLAS/cuDNN, so on a device they run under torch's default-device mode and
         # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names
         # its device. Skipping them matters for such plans: the mode sends every tensor method call of
         # the Triton launcher through Python (about 5x slower each), `fp32_math` costs ~15 us a call.
         self.torch_ops = any(isinstance(i, PreparedOp) for i in self.program)
+        on_cpu = device is None or device.type == "cpu"
+        self.gated = on_cpu and self.torch_ops  # small products on one thread (`_thread_gate`)
         from sdc.runtime.cuda_graphs import GraphRunner, static_reason
 
         self.graph_reason = static_reason(program, device)  # why calls are not captured, or None
@@ -382,8 +426,10 @@ class ReferenceExecutor:
             raise error(f"{step.where}: {e}") from None
         direct = None
         if kernel is opdef.ref:
-            direct = _direct_kernel(opdef.name, attrs, tuple(self.specs[v] for v in entry.inputs))
+            direct = _direct_kernel(opdef.name, attrs, tuple(self.specs[v] for v in entry.inputs), constants, on_cpu)
             kernel = _shape_kernel(opdef.name, attrs, kernel) if direct is None else kernel
+        elif entry.in_place is not None and not attrs:
+            direct = _direct_in_place(opdef.name, entry.in_place, tuple(self.specs[v] for v in entry.inputs))
         return PreparedOp(
             name=opdef.name, step=f"kernel {step.id}", step_id=step.id, loc=entry.loc, kernel=kernel, attrs=attrs,
             ins=tuple(self.slots[v] for v in entry.inputs), outs=tuple(self.slots[v] for v in entry.outputs),
@@ -428,12 +474,18 @@ class ReferenceExecutor:
         vals = self.initial.copy()
         for slot, t in zip(self.input_slots, inputs):
             vals[slot] = t
+        if self.gated:
+            state.threads = state.current = torch.get_num_threads()
         with torch.inference_mode(), self._device_context():
-            if profiler is None:
-                for instruction in self.fast_program:
-                    instruction(vals, state)
-            else:
-                self._run_profiled(vals, state, profiler)
+            try:
+                if profiler is None:
+                    for instruction in self.fast_program:
+                        instruction(vals, state)
+                else:
+                    self._run_profiled(vals, state, profiler)
+            finally:
+                if state.current != state.threads:
+                    torch.set_num_threads(state.threads)
             outputs = [vals[i] for i in self.output_slots]
             # The memory plan never places an output in the arena, nor anything an output may view
             # (sdc/codegen/memory.py): outputs are the caller's without a copy. A plan written before
@@ -488,8 +540,119 @@ def _straight_line(program: list[Callable[[list, RunState], None]],
         while i < len(program) and isinstance(program[i], FreeSlots) and not program[i].keep:
             frees.extend(program[i].slots)
             i += 1
-        out.append(instruction.specialized(tuple(frees)))
+        run = instruction.specialized(tuple(frees))
+        out.append(_thread_gate(instruction, run) if _GATED(instruction) else run)
     return tuple(out)
+
+
+def _fuse_bias_adds(program: list[Callable[[list, RunState], None]],
+                    initial: list[torch.Tensor | None]) -> list[Callable[[list, RunState], None]]:
+    """`program` with each matmul by a 2-d weight whose result only a following add of a 1-d weight
+    (a bias) reads made one `torch.addmm`, which writes the product into a copy of the bias: one torch
+    call and one result buffer instead of two (about 5 us of 12 on a small linear layer). The add must
+    be the next op and the product's last reader (`_last_read`)."""
+    out = list(program)
+    for i, mm in enumerate(out):
+        if not (isinstance(mm, PreparedOp) and mm.name == "matmul" and mm.direct is torch.matmul
+                and len(mm.ins) == 2 and len(mm.outs) == 1):
+            continue
+        j = i + 1
+        while j < len(out) and isinstance(out[j], FreeSlots):
+            j += 1
+        add = out[j] if j < len(out) else None
+        if not (isinstance(add, PreparedOp) and add.name == "add" and len(add.ins) == 2 and mm.outs[0] in add.ins
+                and add.ins.count(mm.outs[0]) == 1 and add.stream is mm.stream and len(add.outs) == 1
+                and not (mm.into_buffers or add.into_buffers or mm.declared or add.declared)):
+            continue
+        bias_slot = add.ins[1] if add.ins[0] == mm.outs[0] else add.ins[0]
+        weight, bias = initial[mm.ins[1]], initial[bias_slot]
+        if (weight is None or bias is None or weight.dim() != 2 or bias.dim() != 1
+                or bias.shape[0] != weight.shape[1] or weight.dtype != bias.dtype
+                or weight.dtype not in (torch.float32, torch.float64) or not _last_read(out, j, mm.outs[0])):
+            continue
+        out[i] = dataclasses.replace(mm, ins=(mm.ins[0], mm.ins[1], bias_slot), outs=add.outs, direct=_linear,
+                                     kernel=_linear_kernel, waits_for_comm=mm.waits_for_comm or add.waits_for_comm)
+        out[j] = FreeSlots((), ())
+    return [step for step in out if not (isinstance(step, FreeSlots) and not step.slots)]
+
+
+def _last_read(program: list[Callable[[list, RunState], None]], reader: int, slot: int) -> bool:
+    """Whether `program[reader]` is the last instruction that reads `slot`: the ops after it up to the
+    free of `slot` read other slots (a free comes after a whole kernel group, not after each op)."""
+    for step in program[reader + 1:]:
+        if isinstance(step, FreeSlots) and slot in step.slots:
+            return slot not in step.keep
+        if not isinstance(step, (PreparedOp, FreeSlots)) or (isinstance(step, PreparedOp) and slot in step.ins):
+            return False
+    return False
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """x @ weight + bias as one addmm (over x's rows folded into one dim, as torch.matmul folds them)."""
+    if x.dim() == 2:
+        return torch.addmm(bias, x, weight)
+    return torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight).view(*x.shape[:-1], weight.shape[1])
+
+
+def _linear_kernel(env: RefEnv, attrs: dict, x: torch.Tensor, weight: torch.Tensor,
+                   bias: torch.Tensor) -> torch.Tensor:
+    return _linear(x, weight, bias)
+
+
+# Below these sizes an op runs faster on one thread than fanned out: at 2 threads on a loaded 2-core
+# CPU, a [16, 32] x [32, 96] matmul took 25-70 us against 5.5 us on one (the OpenMP fan-out waits for a
+# core that the other thread may not get at once), a small softmax 12-36 us against 4. A 1M
+# multiply-add op takes about 40 us on one core: splitting it saves about what the fan-out can cost.
+SERIAL_MACS = 1 << 20  # multiply-adds of the largest matmul or convolution
+SERIAL_ELEMENTS = 1 << 16  # elements of a product's result
+
+
+def _GATED(op: PreparedOp) -> bool:
+    """Whether `op` is a product whose thread count `_thread_gate` decides."""
+    return (op.name == "matmul" or op.name.startswith("conv")) and len(op.ins) >= 2
+
+
+def _thread_gate(op: PreparedOp, run: Callable[[list, RunState], None]) -> Callable[[list, RunState], None]:
+    """`run` (op's instruction) on one thread when the product is small (`_small_product`), else on
+    the caller's threads; torch's count is switched only where it changes, and the call restores the
+    caller's at its end. The count an op runs with is a function of the operand shapes of the call's
+    products up to it, never of earlier calls: two calls with the same inputs compute the same bits
+    (a reduction's sum order can depend on the thread count). On a call with one thread it does
+    nothing. torch's thread count is process-wide: during a one-thread stretch, torch work on other
+    Python threads gets one thread too."""
+    lhs, rhs = op.ins[0], op.ins[1]
+    conv = op.name.startswith("conv")
+    attrs = op.attrs
+
+    def gated(vals: list, state: RunState) -> None:
+        if state.threads > 1:
+            want = 1 if _small_product(conv, attrs, vals[lhs], vals[rhs]) else state.threads
+            if want != state.current:
+                torch.set_num_threads(want)
+                state.current = want
+        run(vals, state)
+
+    return gated
+
+
+def _small_product(conv: bool, attrs: dict, a: Any, b: Any) -> bool:
+    """Whether a matmul of `a` by `b` (or a convolution of input `a` with weight `b`) is small: at most
+    `SERIAL_ELEMENTS` result elements and `SERIAL_MACS` multiply-adds, from the operand shapes alone
+    (a convolution's result size estimated as the input's pixels over the strides)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dim() == 0 or b.dim() == 0:
+        return True
+    if conv:
+        if a.dim() < 3 or b.dim() < 2:
+            return True
+        pixels = a.shape[0]
+        for size, stride in zip(a.shape[2:], list(attrs.get("strides") or []) + [1] * a.dim()):
+            pixels *= max(1, size // max(1, int(stride)))
+        elements, per_element = pixels * b.shape[0], b.numel() // max(1, b.shape[0])
+    else:
+        k = a.shape[-2] if attrs.get("transpose_lhs") and a.dim() > 1 else a.shape[-1]
+        n = (b.shape[-2] if attrs.get("transpose_rhs") else b.shape[-1]) if b.dim() > 1 else 1
+        elements, per_element = a.numel() // max(1, k) * n, k
+    return elements <= SERIAL_ELEMENTS and elements * per_element <= SERIAL_MACS
 
 
 # Ops whose reference function, on operands of element types other than the wide unsigned ones (which
@@ -501,13 +664,17 @@ _DIRECT: dict[str, str] = {
     "and": "logical_and", "or": "logical_or", "xor": "logical_xor",
     "neg": "neg", "abs": "abs", "sign": "sign", "exp": "exp", "log": "log", "sqrt": "sqrt",
     "reciprocal": "reciprocal", "tanh": "tanh", "sigmoid": "sigmoid", "erf": "erf", "sin": "sin",
+    "isnan": "isnan", "isinf": "isinf",
 }
 
 
-def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...]) -> Callable[..., Any] | None:
+def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
+                   constants: tuple[torch.Tensor | None, ...] = (), on_cpu: bool = False) -> Callable[..., Any] | None:
     """The torch function that op `name`'s reference semantics reduce to for these operand types and
-    attributes, or None (then the reference function runs). test_executor_direct.py checks each one
-    against the op's reference function."""
+    attributes, or None (then the reference function runs). `constants` holds, per operand, the weight it
+    is bound to at load (or None); `on_cpu`: the plan runs on the CPU, where every reader of a value is a
+    torch op that takes strides (a generated kernel on a device may not). test_executor_direct.py checks
+    each one against the op's reference function."""
     if any(spec.dtype in _WIDE_UNSIGNED for spec in operands):
         return None
     if name in _DIRECT and not attrs:
@@ -518,13 +685,174 @@ def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...]) -> 
         return torch.where
     if name == "matmul" and attrs.get("transpose_lhs") is False and attrs.get("transpose_rhs") is False:
         return torch.matmul
-    if name == "reshape" and isinstance(attrs.get("shape"), list) and all(type(d) is int for d in attrs["shape"]):
-        return functools.partial(torch.reshape, shape=tuple(attrs["shape"]))
+    if name == "reshape" and isinstance(attrs.get("shape"), list):
+        shape = _static_reshape(attrs["shape"])
+        return functools.partial(torch.reshape, shape=shape) if shape is not None else None
     if name == "layer_norm" and len(operands) == 3 and isinstance(attrs.get("axis"), int) and operands[0].rank:
         normalized = operands[0].shape[attrs["axis"] % operands[0].rank:]
         if all(d != DYN for d in normalized) and isinstance(attrs.get("epsilon"), float):
             return _layer_norm(tuple(normalized), attrs["epsilon"])
+    if name == "cast" and len(operands) == 1 and isinstance(attrs.get("dtype"), str):
+        return _cast(operands[0].dtype, attrs["dtype"])
+    if not operands or not all(isinstance(v, (int, list)) for v in attrs.values()):
+        return None
+    return _direct_shape_op(name, attrs, operands, constants, on_cpu)
+
+
+_IN_PLACE_METHODS = {"add": torch.Tensor.add_, "sub": torch.Tensor.sub_, "mul": torch.Tensor.mul_,
+                     "div": torch.Tensor.div_}
+
+
+def _direct_in_place(name: str, in_place: int, operands: tuple[TensorSpec, ...]) -> Callable[..., Any] | None:
+    """A binary op the planner runs in place on operand `in_place`, as the torch method itself where the
+    operand types settle at load what `reference_kernels._binary` tests per call: both of one float
+    type, and the other operand's static dims broadcasting into the written one's (1, or its static
+    size)."""
+    if name not in _IN_PLACE_METHODS or len(operands) != 2 or in_place not in (0, 1) or (
+            in_place == 1 and name not in ("add", "mul")):
+        return None
+    target, other = operands[in_place], operands[1 - in_place]
+    if target.dtype != other.dtype or not dtypes.is_float(target.dtype) or other.rank > target.rank:
+        return None
+    if any(o == DYN or (o != 1 and o != t) for o, t in zip(reversed(other.shape), reversed(target.shape))):
+        return None
+    method = _IN_PLACE_METHODS[name]
+    if in_place == 0:
+        return method
+
+    def swapped(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # add and mul commute: into y
+        return method(y, x)
+
+    return swapped
+
+
+def _static_reshape(dims: list) -> tuple[int, ...] | None:
+    """A reshape's dims as torch takes them, where they need no per-call evaluation: all ints, or all
+    ints but one symbolic dim (neither -1 nor a zero among the others), which is then the one dim
+    torch infers from the element count (-1). That count is the symbolic dim's value on every input
+    the shape guards admit, so the result is the reference's."""
+    symbolic = [i for i, d in enumerate(dims) if type(d) is not int]
+    if not symbolic:
+        return tuple(dims)
+    if len(symbolic) > 1 or any(d in (-1, 0) for d in dims if type(d) is int) or not isinstance(dims[symbolic[0]], str):
+        return None
+    return tuple(-1 if i == symbolic[0] else d for i, d in enumerate(dims))
+
+
+def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
+                     constants: tuple[torch.Tensor | None, ...], on_cpu: bool) -> Callable[..., Any] | None:
+    """`_direct_kernel` for the shape, indexing and normalization ops whose reference function reads
+    its attributes and the operand's rank on every call (split, gather, unsqueeze, ...): the same torch
+    call with what it reads fixed at load. Their results are views exactly where the reference's are,
+    except split's parts on the CPU (the planner counts every shape op's result as one that may view
+    its operand, so nothing writes into them in place)."""
+    x = operands[0]
+    axis = attrs.get("axis")
+    if isinstance(axis, int) and x.rank and not -x.rank <= axis < x.rank and name != "unsqueeze":
+        return None  # the reference reports the bad axis
+    if name == "transpose" and sorted(attrs.get("perm", ())) == list(range(x.rank)):
+        return functools.partial(torch.permute, dims=tuple(attrs["perm"]))
+    if name == "unsqueeze" and attrs.get("axes"):
+        rank = x.rank + len(attrs["axes"])
+        axes = sorted({ax % rank for ax in attrs["axes"] if -rank <= ax < rank})
+        if len(axes) != len(attrs["axes"]):
+            return None
+        return functools.partial(torch.unsqueeze, dim=axes[0]) if len(axes) == 1 else _unsqueeze(tuple(axes))
+    if name == "squeeze" and attrs.get("axes"):
+        axes = {ax % x.rank for ax in attrs["axes"] if -x.rank <= ax < x.rank}
+        # torch.squeeze keeps a dim whose size is not 1, where the reference's reshape fails: only dims
+        # the operand's type says are 1
+        if len(axes) != len(attrs["axes"]) or any(x.shape[ax] != 1 for ax in axes):
+            return None
+        return functools.partial(torch.squeeze, dim=tuple(sorted(axes)))
+    if name == "gather" and len(operands) == 2 and operands[1].dtype == "i64":
+        # the reference's own indexing (negative indices from the end, out-of-range ones an IndexError),
+        # without its per-call dtype test and index tuple
+        if axis % x.rank == 0:
+            return operator.getitem
+        return _gather_at(axis % x.rank)
+    if name == "split" and on_cpu and isinstance(attrs.get("parts"), int) and attrs["parts"] > 0:
+        size = x.shape[axis % x.rank]
+        if size == DYN or size % attrs["parts"]:
+            return None
+        # split_with_sizes: torch.split's own kernel, without its Python wrapper (2.6 us against 5.3)
+        return functools.partial(torch.Tensor.split_with_sizes, split_sizes=[size // attrs["parts"]] * attrs["parts"],
+                                 dim=axis % x.rank)
+    if name in ("softmax", "log_softmax") and x.dtype in ("f32", "f64"):
+        return functools.partial(getattr(torch, name), dim=axis)
+    if name == "concat" and len(operands) == 2:
+        return _concat(axis)
+    if name in ("reduce_mean", "reduce_sum") and x.rank and isinstance(attrs.get("axes"), list):
+        return _reduction(name, x, attrs["axes"], bool(attrs.get("keepdims")))
+    if name == "pow" and on_cpu and len(operands) == 2 and len(constants) == 2:
+        return _pow_constant(x, operands[1], constants[1])
     return None
+
+
+def _reduction(name: str, x: TensorSpec, axes: list[int], keepdims: bool) -> Callable[..., Any] | None:
+    """A mean of floats, or a sum in the operand's own type, over axes fixed at load (none listed: all)."""
+    if any(not -x.rank <= ax < x.rank for ax in axes):
+        return None
+    dims = tuple(sorted({ax % x.rank for ax in axes})) if axes else tuple(range(x.rank))
+    if name == "reduce_mean":
+        return functools.partial(torch.mean, dim=dims, keepdim=keepdims) if dtypes.is_float(x.dtype) else None
+    return functools.partial(torch.sum, dim=dims, keepdim=keepdims, dtype=dtypes.to_torch(x.dtype))
+
+
+def _cast(source: str, target: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """cast as the reference computes it for a known source type: a test for non-zero to i1, `Tensor.to`
+    otherwise (the operand itself when the type already matches); float to integer (which truncates
+    first) keeps the reference."""
+    if target == "i1":
+        return functools.partial(torch.ne, other=0)
+    if dtypes.is_float(source) and not dtypes.is_float(target):
+        return None
+    return functools.partial(torch.Tensor.to, dtype=dtypes.to_torch(target))
+
+
+def _unsqueeze(axes: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Size-1 dims inserted at `axes` (ascending result positions): one at a time, lowest first, so each
+    lands where the result has it."""
+    unsqueeze = torch.unsqueeze
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        for axis in axes:
+            x = unsqueeze(x, axis)
+        return x
+
+    return run
+
+
+def _gather_at(axis: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    leading = (slice(None),) * axis
+
+    def run(data: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        return data[(*leading, indices)]
+
+    return run
+
+
+def _concat(axis: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    cat = torch.cat
+
+    def run(lhs: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
+        return cat((lhs, rhs), axis)
+
+    return run
+
+
+def _pow_constant(x: TensorSpec, y: TensorSpec, exponent: torch.Tensor | None) -> Callable[..., Any] | None:
+    """pow by a one-element weight: the reference reads it as a Python number on every call (`_pow` in
+    sdc/dialect/ops/elementwise.py says why); here once, at load. The same conditions as there."""
+    if (exponent is None or exponent.numel() != 1 or y.rank > x.rank or y.dtype != x.dtype
+            or not dtypes.is_float(x.dtype) or exponent.device.type != "cpu"):
+        return None
+    value, pow_ = exponent.item(), torch.pow
+
+    def run(base: torch.Tensor, _exponent: torch.Tensor) -> torch.Tensor:
+        return pow_(base, value)
+
+    return run
 
 
 def _layer_norm(normalized: tuple[int, ...], epsilon: float) -> Callable[..., Any]:
@@ -537,27 +865,53 @@ def _layer_norm(normalized: tuple[int, ...], epsilon: float) -> Callable[..., An
     return run
 
 
+# The ops whose `shape` (dim_values: `dims`) attribute may name symbolic dims, which their reference
+# functions evaluate per dim on every call (`RefEnv.dim`)
+_SHAPED = {"reshape": "shape", "broadcast": "shape", "iota": "shape", "dim_values": "dims"}
+
+
 def _shape_kernel(name: str, attrs: dict, ref: Callable[..., Any]) -> Callable[..., Any]:
-    """A `reshape` to symbolic dims with its dim expressions parsed once, at load, instead of per
-    call (`RefEnv.dim`). Where one does not evaluate (an unbound symbol), the reference function runs
+    """A reshape, broadcast, one-dim iota or dim_values with its dim expressions parsed once, at load,
+    instead of per call. Where one does not evaluate (an unbound symbol), the reference function runs
     and reports it as it always has. Other ops: `ref` itself."""
-    dims = attrs.get("shape") if name == "reshape" else None
+    dims = attrs.get(_SHAPED[name]) if name in _SHAPED else None
     if not isinstance(dims, list) or not all(isinstance(d, (int, str)) for d in dims):
         return ref
     try:
         parts = [d if isinstance(d, int) else symexpr.evaluator(symexpr.parse(d)) for d in dims]
     except ValueError:
         return ref
-    reshape = torch.reshape
 
-    def run(env: RefEnv, a: dict, x: torch.Tensor) -> torch.Tensor:
-        symbols = env.symbols
+    def evaluated(symbols: dict) -> list[int] | None:
         try:
-            shape = [d if type(d) is int else int(d(symbols)) for d in parts]
+            return [d if type(d) is int else int(d(symbols)) for d in parts]
         except Exception:
-            return ref(env, a, x)
-        return reshape(x, shape)
+            return None
 
+    if name == "reshape":
+        reshape = torch.reshape
+
+        def run(env: RefEnv, a: dict, x: torch.Tensor) -> torch.Tensor:
+            shape = evaluated(env.symbols)
+            return ref(env, a, x) if shape is None else reshape(x, shape)
+    elif name == "broadcast":
+        def run(env: RefEnv, a: dict, x: torch.Tensor) -> torch.Tensor:
+            shape = evaluated(env.symbols)
+            return ref(env, a, x) if shape is None else x.expand(broadcast_shapes(x.shape, shape)).contiguous()
+    elif name == "iota" and len(parts) == 1 and isinstance(attrs.get("dtype"), str):
+        arange, dtype = torch.arange, dtypes.to_torch(attrs["dtype"])
+
+        def run(env: RefEnv, a: dict) -> torch.Tensor:
+            shape = evaluated(env.symbols)
+            return ref(env, a) if shape is None else arange(shape[0], dtype=dtype)
+    elif name == "dim_values":
+        tensor, int64 = torch.tensor, torch.int64
+
+        def run(env: RefEnv, a: dict) -> torch.Tensor:
+            shape = evaluated(env.symbols)
+            return ref(env, a) if shape is None else tensor(shape, dtype=int64)
+    else:
+        return ref
     return run
 
 

@@ -4,8 +4,11 @@ A rank's plan is a values table and an ordered list of steps, each with a `kind`
 
 - `alloc`: a buffer for a value (its shape and dtype are the value's), optionally taking the memory
   of a value freed earlier (`reuses`);
+- `view`: a value bound to a slice of an allocated one along one axis (a concat's operand, which its
+  kernel writes in place: sdc/codegen/memory.py `write_concats_in_place`);
 - `launch`: a kernel on a stream, with the values it reads and writes; its `kernel` says which
-  backend runs it (`reference`: a group of sdc ops run by their reference semantics);
+  backend runs it (`reference`: a group of sdc ops run by their reference semantics; `triton`,
+  `cuda`: a generated Triton or CUDA C++ kernel, its source in kernels/);
 - `collective`: one collective op over mesh axes (its group), on a stream;
 - `record` / `wait`: an event recorded on one stream and waited for on another;
 - `free`: values nothing reads any more.
@@ -20,6 +23,7 @@ run. The executor (`sdc.runtime.executor`) then works from these objects alone. 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Union
@@ -27,6 +31,7 @@ from typing import Any, Union
 from sdc import dtypes
 from sdc.dialect import symexpr
 from sdc.runtime.format import COLLECTIVE, KERNELS_DIR, LAUNCH, RECORD, REFERENCE, STEP_KINDS, TRITON, WAIT
+from sdc.runtime.format import CUDA
 
 Dim = Union[int, str]
 
@@ -62,6 +67,16 @@ class Step:
 class Alloc(Step):
     value: str
     reuses: str | None
+
+
+@dataclass(frozen=True)
+class View(Step):
+    """`value` is `of.narrow(axis, offset, value's size there)`: the kernel that makes it writes there."""
+
+    value: str
+    of: str
+    axis: int
+    offset: int
 
 
 @dataclass(frozen=True)
@@ -105,6 +120,26 @@ class TuneConfig:
 
 
 @dataclass(frozen=True)
+class CudaKernel:
+    """A generated CUDA C++ kernel (sdc/codegen/cuda), compiled at load with NVRTC: its source file
+    in the artifact, its `extern "C"` entry, the index domain and tensors (as a TritonKernel's), the
+    grid (1 to 3 dim expressions over d0, d1, ...), the block (threads per block, 1 to 3 sizes), the
+    dynamic shared memory in bytes, and `scalars`: dim expressions passed after the tensors'
+    pointers (arguments, then results), each as a 32-bit C `int`."""
+
+    source: str
+    entry: str
+    template: str
+    domain: tuple[int | None, ...]
+    args: tuple[KernelTensor, ...]
+    results: tuple[KernelTensor, ...]
+    grid: tuple[str, ...]
+    block: tuple[int, ...]
+    shared_mem: int
+    scalars: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Launch(Step):
     id: str
     stream: int
@@ -113,6 +148,7 @@ class Launch(Step):
     backend: str
     ops: tuple[OpEntry, ...]  # the group's ops: what a reference kernel runs, what a generated one computes
     triton: TritonKernel | None = None
+    cuda: CudaKernel | None = None
 
 
 @dataclass(frozen=True)
@@ -181,7 +217,7 @@ class PlanError(ValueError):
     """A malformed rank plan; the message names the rank and step."""
 
 
-BACKENDS = (REFERENCE, TRITON)  # the kernel backends this runtime runs
+BACKENDS = (REFERENCE, TRITON, CUDA)  # the kernel backends this runtime runs
 
 
 def parse_rank_plan(raw: Any) -> RankProgram:
@@ -298,6 +334,7 @@ class _Reader:
         self.step_ids: set[str] = set()
         self.arena: Arena | None = None
         self.in_arena: dict[str, tuple[int, int]] = {}  # allocated arena values not yet freed: byte spans
+        self.bases: dict[str, str] = {}  # a view step's value -> the value it is a slice of
 
     def ids(self, raw: Any, where: str) -> tuple[str, ...]:
         if not isinstance(raw, list):
@@ -313,6 +350,11 @@ class _Reader:
                 raise PlanError(f"{where}: reads value '{vid}' after it is freed")
             if vid not in self.defined and vid not in local:
                 raise PlanError(f"{where}: reads value '{vid}' before it is computed")
+            base = self.bases.get(vid)
+            while base is not None:
+                if base in self.freed:
+                    raise PlanError(f"{where}: reads value '{vid}', a view of '{base}', after '{base}' is freed")
+                base = self.bases.get(base)
 
     def writes(self, vids: tuple[str, ...], where: str) -> None:
         for vid in vids:
@@ -362,6 +404,33 @@ class _Reader:
         self.defined.add(vid)
         self.allocated.add(vid)
         return Alloc(i, where, vid, reuses)
+
+    def _view(self, i: int, where: str, raw: dict) -> View:
+        (vid,) = self.ids([raw.get("value")], where)
+        (base,) = self.ids([raw.get("of")], f"{where}: of")
+        axis, offset = raw.get("axis"), raw.get("offset")
+        if vid in self.defined or vid in self.protected:
+            raise PlanError(f"{where}: value '{vid}' is already defined, or an input, output or weight")
+        if base not in self.allocated or base in self.freed:
+            raise PlanError(f"{where}: views value '{base}', which no earlier alloc or view step makes (or is freed)")
+        if self.arena is not None and vid in self.arena.offsets:
+            raise PlanError(f"{where}: value '{vid}' is a view, so the arena cannot place it")
+        v, b = self.values[vid], self.values[base]
+        if v.dtype != b.dtype or len(v.shape) != len(b.shape) or "?" in v.shape:
+            raise PlanError(f"{where}: value '{vid}' ({v.dtype}{list(v.shape)}) cannot be a slice of '{base}' "
+                            f"({b.dtype}{list(b.shape)})")
+        if not _is_int(axis) or not 0 <= axis < len(b.shape) or not _is_int(offset) or offset < 0:
+            raise PlanError(f"{where}: 'axis' must be a dim of '{base}' and 'offset' a size, found "
+                            f"{_short(axis)} and {_short(offset)}")
+        size = v.shape[axis]
+        if (not _is_int(size) or any(d != e for j, (d, e) in enumerate(zip(v.shape, b.shape)) if j != axis)
+                or (_is_int(b.shape[axis]) and offset + size > b.shape[axis])):
+            raise PlanError(f"{where}: value '{vid}' {list(v.shape)} at offset {offset} of axis {axis} is not a "
+                            f"slice of '{base}' {list(b.shape)}")
+        self.defined.add(vid)
+        self.allocated.add(vid)
+        self.bases[vid] = base
+        return View(i, where, vid, base, axis, offset)
 
     def _arena_takes(self, vids: tuple[str, ...], where: str) -> None:
         """The arena values among `vids` take their bytes here (at their alloc step, else at the step
@@ -413,7 +482,8 @@ class _Reader:
         self._arena_takes(outputs, where)
         self.defined.update(made)
         triton = _triton_kernel(kernel, inputs, outputs, self.values, where) if backend == TRITON else None
-        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton)
+        cuda = _cuda_kernel(kernel, inputs, outputs, self.values, where) if backend == CUDA else None
+        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton, cuda)
 
     def _op_entry(self, raw: Any, where: str) -> OpEntry:
         if not isinstance(raw, dict):
@@ -498,43 +568,29 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KERNEL_FILE = re.compile(rf"^{KERNELS_DIR}/[A-Za-z0-9_.-]+\.py$")
 
 
+def _source_and_entry(raw: dict, where: str, backend: str, file: re.Pattern, suffix: str,
+                      language: str) -> tuple[str, str]:
+    """A generated kernel's `source` (a file kernels/NAME.<suffix> of the artifact) and `entry`."""
+    source, entry = raw.get("source"), raw.get("entry")
+    if not isinstance(source, str) or not file.match(source) or ".." in source:
+        raise PlanError(f"{where}: a {backend} kernel's 'source' must be a file {KERNELS_DIR}/NAME.{suffix}, "
+                        f"found {_short(source)}")
+    if not isinstance(entry, str) or not _IDENTIFIER.match(entry):
+        raise PlanError(f"{where}: a {backend} kernel's 'entry' must be a {language} identifier, found {_short(entry)}")
+    return source, entry
+
+
 def _triton_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], values: dict[str, Value],
                    where: str) -> TritonKernel:
     """Check a triton `kernel` object: its file, entry, domain, tensors, grid and constexprs."""
-    source, entry = raw.get("source"), raw.get("entry")
-    if not isinstance(source, str) or not _KERNEL_FILE.match(source) or ".." in source:
-        raise PlanError(f"{where}: a triton kernel's 'source' must be a file kernels/NAME.py, found {_short(source)}")
-    if not isinstance(entry, str) or not _IDENTIFIER.match(entry):
-        raise PlanError(f"{where}: a triton kernel's 'entry' must be a Python identifier, found {_short(entry)}")
+    source, entry = _source_and_entry(raw, where, "triton", _KERNEL_FILE, "py", "Python")
     template = raw.get("template", "")
     domain = raw.get("domain")
     if not isinstance(domain, list) or not all(d is None or (_is_int(d) and d >= 0) for d in domain):
         raise PlanError(f"{where}: 'domain' must list sizes or null, found {_short(domain)}")
     rank = len(domain)
-
-    def tensors(key: str, allowed: tuple[str, ...]) -> tuple[KernelTensor, ...]:
-        items = raw.get(key)
-        if not isinstance(items, list):
-            raise PlanError(f"{where}: '{key}' must be a list of {{\"value\", \"map\"}}, found {_short(items)}")
-        out = []
-        for t in items:
-            vid = t.get("value") if isinstance(t, dict) else None
-            if vid not in allowed:
-                raise PlanError(f"{where}: '{key}' names value {_short(vid)}, which is not among the launch's "
-                                f"{'inputs' if key == 'args' else 'outputs'}")
-            m = t.get("map")
-            if (not isinstance(m, list) or len(m) != len(values[vid].shape)
-                    or not all(d is None or (_is_int(d) and 0 <= d < rank) for d in m)):
-                raise PlanError(f"{where}: the map of '{vid}' must give one domain dim (0..{rank - 1}) or null for "
-                                f"each of its {len(values[vid].shape)} dims, found {_short(m)}")
-            layout = t.get("layout")
-            if layout is not None and (not isinstance(layout, list) or sorted(layout) != list(range(len(m)))):
-                raise PlanError(f"{where}: the layout of '{vid}' must be a permutation, found {_short(layout)}")
-            out.append(KernelTensor(vid, tuple(m), tuple(layout) if layout is not None else None))
-        return tuple(out)
-
-    args = tensors("args", inputs)
-    results = tensors("results", outputs)
+    args = _kernel_tensors(raw, "args", inputs, values, rank, where)
+    results = _kernel_tensors(raw, "results", outputs, values, rank, where)
     if sorted(r.value for r in results) != sorted(outputs):
         raise PlanError(f"{where}: a triton kernel's 'results' must be the launch's outputs {list(outputs)}")
     grid, constexprs, warps = _launch_config(raw, rank, where)
@@ -554,19 +610,85 @@ def _triton_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...],
                         flag, configs)
 
 
-def _launch_config(raw: dict, rank: int, where: str) -> tuple[tuple[str, ...], dict, int]:
-    """(grid, constexprs, num_warps) of a triton kernel object or of one of its `tune` entries, checked."""
-    grid = raw.get("grid")
-    if not isinstance(grid, list) or not 1 <= len(grid) <= 3:
-        raise PlanError(f"{where}: 'grid' must be a list of 1 to 3 dim expressions, found {_short(grid)}")
+def _kernel_tensors(raw: dict, key: str, allowed: tuple[str, ...], values: dict[str, Value], rank: int,
+                    where: str) -> tuple[KernelTensor, ...]:
+    """A generated kernel's `args` or `results` (`key`), checked: launch values with one domain dim
+    (or null) per dim."""
+    items = raw.get(key)
+    if not isinstance(items, list):
+        raise PlanError(f"{where}: '{key}' must be a list of {{\"value\", \"map\"}}, found {_short(items)}")
+    out = []
+    for t in items:
+        vid = t.get("value") if isinstance(t, dict) else None
+        if vid not in allowed:
+            raise PlanError(f"{where}: '{key}' names value {_short(vid)}, which is not among the launch's "
+                            f"{'inputs' if key == 'args' else 'outputs'}")
+        m = t.get("map")
+        if (not isinstance(m, list) or len(m) != len(values[vid].shape)
+                or not all(d is None or (_is_int(d) and 0 <= d < rank) for d in m)):
+            raise PlanError(f"{where}: the map of '{vid}' must give one domain dim (0..{rank - 1}) or null for "
+                            f"each of its {len(values[vid].shape)} dims, found {_short(m)}")
+        layout = t.get("layout")
+        if layout is not None and (not isinstance(layout, list) or sorted(layout) != list(range(len(m)))):
+            raise PlanError(f"{where}: the layout of '{vid}' must be a permutation, found {_short(layout)}")
+        out.append(KernelTensor(vid, tuple(m), tuple(layout) if layout is not None else None))
+    return tuple(out)
+
+
+_CUDA_FILE = re.compile(rf"^{KERNELS_DIR}/[A-Za-z0-9_.-]+\.cu$")
+MAX_THREADS_PER_BLOCK = 1024  # CUDA's limit on every device sdc targets
+MAX_STATIC_SHARED_MEM = 48 * 1024  # what a launch gets without opting in to more (cuFuncSetAttribute)
+
+
+def _cuda_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], values: dict[str, Value],
+                 where: str) -> CudaKernel:
+    """Check a cuda `kernel` object: its file, entry, domain, tensors, grid, block, shared memory, scalars."""
+    source, entry = _source_and_entry(raw, where, "cuda", _CUDA_FILE, "cu", "C")
+    domain = raw.get("domain")
+    if not isinstance(domain, list) or not all(d is None or (_is_int(d) and d >= 0) for d in domain):
+        raise PlanError(f"{where}: 'domain' must list sizes or null, found {_short(domain)}")
+    rank = len(domain)
+    args = _kernel_tensors(raw, "args", inputs, values, rank, where)
+    results = _kernel_tensors(raw, "results", outputs, values, rank, where)
+    if sorted(r.value for r in results) != sorted(outputs):
+        raise PlanError(f"{where}: a cuda kernel's 'results' must be the launch's outputs {list(outputs)}")
+    if any(t.layout is not None for t in (*args, *results)):
+        raise PlanError(f"{where}: a cuda kernel's tensors are dense in row-major order (no 'layout')")
+    grid = _grid_exprs(raw, rank, where)
+    block = raw.get("block")
+    if (not isinstance(block, list) or not 1 <= len(block) <= 3 or not all(_is_int(b) and b > 0 for b in block)
+            or math.prod(block) > MAX_THREADS_PER_BLOCK):
+        raise PlanError(f"{where}: 'block' must be 1 to 3 positive thread counts, at most "
+                        f"{MAX_THREADS_PER_BLOCK} in all, found {_short(block)}")
+    shared = raw.get("shared_mem", 0)
+    if not _is_int(shared) or not 0 <= shared <= MAX_STATIC_SHARED_MEM:
+        raise PlanError(f"{where}: 'shared_mem' must be 0..{MAX_STATIC_SHARED_MEM} bytes, found {_short(shared)}")
+    scalars = _grid_exprs(raw, rank, where, key="scalars")
+    return CudaKernel(source, entry, str(raw.get("template", "")), tuple(domain), args, results, grid,
+                      tuple(block), shared, scalars)
+
+
+def _grid_exprs(raw: dict, rank: int, where: str, key: str = "grid") -> tuple[str, ...]:
+    """A kernel object's `grid` (1 to 3 dim expressions over the domain sizes d0, d1, ...), or with
+    `key="scalars"` a cuda kernel's list of such expressions (any number, none by default)."""
+    exprs = raw.get(key, [] if key == "scalars" else None)
+    if not isinstance(exprs, list) or (key == "grid" and not 1 <= len(exprs) <= 3):
+        count = "1 to 3" if key == "grid" else "any number of"
+        raise PlanError(f"{where}: '{key}' must be a list of {count} dim expressions, found {_short(exprs)}")
     names = {f"d{d}" for d in range(rank)}
-    for g in grid:
+    for g in exprs:
         try:
             used = symexpr.free_symbols(str(g)) if isinstance(g, (str, int)) and not isinstance(g, bool) else None
         except symexpr.SymExprError as e:
-            raise PlanError(f"{where}: grid entry {_short(g)}: {e}") from None
+            raise PlanError(f"{where}: {key} entry {_short(g)}: {e}") from None
         if used is None or not set(used) <= names:
-            raise PlanError(f"{where}: grid entry {_short(g)} must be a dim expression over {sorted(names)}")
+            raise PlanError(f"{where}: {key} entry {_short(g)} must be a dim expression over {sorted(names)}")
+    return tuple(str(g) for g in exprs)
+
+
+def _launch_config(raw: dict, rank: int, where: str) -> tuple[tuple[str, ...], dict, int]:
+    """(grid, constexprs, num_warps) of a triton kernel object or of one of its `tune` entries, checked."""
+    grid = _grid_exprs(raw, rank, where)
     constexprs = raw.get("constexprs", {})
     if not isinstance(constexprs, dict) or not all(
             isinstance(k, str) and _IDENTIFIER.match(k) and (_is_int(v) or isinstance(v, bool))
@@ -575,4 +697,4 @@ def _launch_config(raw: dict, rank: int, where: str) -> tuple[tuple[str, ...], d
     warps = raw.get("num_warps", 4)
     if not _is_int(warps) or warps not in (1, 2, 4, 8, 16, 32):
         raise PlanError(f"{where}: 'num_warps' must be a power of 2 up to 32, found {_short(warps)}")
-    return tuple(str(g) for g in grid), dict(constexprs), warps
+    return grid, dict(constexprs), warps

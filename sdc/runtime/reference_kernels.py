@@ -5,9 +5,9 @@ Most ops run their reference semantics as they are (`OpDef.ref`). Two kinds of o
 - `layout_cast`, the identity on values, really moves the bytes here: its result has the strides of
   its layout (torch's channels-last for NHWC), so the ops after it run on that memory order.
 - an op the planner marked `"in_place": i` (sdc/codegen/plan.py decides it, at compile time) writes
-  its result into operand i, which nothing else reads: relu, sigmoid, tanh, neg, exp, abs and clip
-  on their operand; add, sub, mul and div on an operand of the result's shape and dtype. Where the
-  tensors at run time do not allow it (an integer dtype, an operand that broadcasts), the op runs
+  its result into operand i, which nothing else reads: relu, sigmoid, tanh, neg, exp, abs, clip,
+  hard_swish and hard_sigmoid on their operand; add, sub, mul and div on an operand of the result's
+  shape and dtype. Where the tensors at run time do not allow it (an integer dtype, an operand that broadcasts), the op runs
   out of place, with the same result.
 
 A convolution whose weight is a constant of the plan runs on a copy of that weight that oneDNN
@@ -15,20 +15,28 @@ reordered once, at load time, into the blocked layout its kernels read (`packed_
 `conv2d` reorders a plain weight on every call, which cost 30-40% of a 3x3 convolution on 512
 channels (and about a fifth of ResNet-50's CPU time). Anything the packed kernel does not cover (not
 float32, not 2-d, a CUDA tensor, torch without oneDNN) keeps the reference convolution; a small 1x1
-convolution runs as a BLAS product instead (`_product_is_cheaper`). And a
-`relu`, `add` or `add, relu` that the planner put in place on a convolution's result merges into
-the convolution (`fuse_epilogues`): oneDNN applies them while it writes the result.
+convolution runs as a BLAS product instead (`_product_is_cheaper`). And an `add`, a unary op of
+`EPILOGUE_UNARY` (relu, clip, sigmoid, tanh, hard_swish, hard_sigmoid) or an `add` then one of those,
+that the planner put in place on a convolution's result, merges into the convolution
+(`fuse_epilogues`): oneDNN applies them while it writes the result (after an add, relu only; any
+other unary op then runs in place on the result).
 
-On cuda the same merged convolution runs as one cuDNN call where torch has the fused one
+On cuda the same merged convolution runs either as one cuDNN call where torch has the fused one
 (`fused_conv`): `relu(conv + bias)` as `torch.cudnn_convolution_relu`, `relu(conv + bias + other)` as
-`torch.cudnn_convolution_add_relu`, f16 and f32, where before the bias add, the residual add and
-the relu each read and wrote the whole activation once more.
+`torch.cudnn_convolution_add_relu`, f16 and f32; or split, as the plain cuDNN convolution with its
+epilogue applied in place after it. Neither wins everywhere (on an H200 the fused call of one
+ResNet-50 layer took 2.3x the plain convolution's time alone), so with `SDC_CUDNN_CHOICE=1` the first
+call of each convolution shape times both and keeps the faster (`CudnnChoice`), a choice cached on
+disk beside the Triton autotuning results. In the whole of ResNet-50 the fused call won for every
+convolution, so the timing is off by default.
 
 The planner reads `IN_PLACE_OPS` and `FRESH_RESULT` to decide; the executor calls `reference_kernel`.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from typing import Any, Callable
 
 import torch
@@ -36,15 +44,29 @@ import torch.nn.functional as F
 
 Kernel = Callable[..., Any]
 
-_UNARY_IN_PLACE: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "relu": torch.relu_, "sigmoid": torch.sigmoid_, "tanh": torch.tanh_, "neg": torch.neg_,
-    "exp": torch.exp_, "abs": torch.abs_,
+def _hard_sigmoid_(x: torch.Tensor, a: dict) -> torch.Tensor:
+    if _torch_hard_sigmoid(a):
+        return F.hardsigmoid(x, inplace=True)
+    return x.mul_(a["alpha"]).add_(a["beta"]).clamp_(0, 1)
+
+
+def _torch_hard_sigmoid(a: dict) -> bool:
+    """Whether a hard_sigmoid's constants are torch's (and oneDNN's): x / 6 + 1/2."""
+    return math.isclose(a["alpha"], 1 / 6, rel_tol=1e-6) and a["beta"] == 0.5
+
+
+# Float unary ops in place on their operand, with their decoded attributes.
+_UNARY_IN_PLACE: dict[str, Callable[[torch.Tensor, dict], torch.Tensor]] = {
+    "relu": lambda x, a: x.relu_(), "sigmoid": lambda x, a: x.sigmoid_(), "tanh": lambda x, a: x.tanh_(),
+    "neg": lambda x, a: x.neg_(), "exp": lambda x, a: x.exp_(), "abs": lambda x, a: x.abs_(),
+    "clip": lambda x, a: x.clamp_(a["min"], a["max"]), "hard_swish": lambda x, a: F.hardswish(x, inplace=True),
+    "hard_sigmoid": _hard_sigmoid_,
 }
 _BINARY_IN_PLACE = {"add": "add_", "sub": "sub_", "mul": "mul_", "div": "div_"}
 
 # Ops that can write their result into an operand, and which operands: a commutative op either one.
 IN_PLACE_OPS: dict[str, tuple[int, ...]] = {
-    **{name: (0,) for name in _UNARY_IN_PLACE}, "clip": (0,),
+    **{name: (0,) for name in _UNARY_IN_PLACE},
     "add": (0, 1), "mul": (0, 1), "sub": (0,), "div": (0,),
 }
 
@@ -93,12 +115,12 @@ def layout_cast(env, a: dict, x: torch.Tensor) -> torch.Tensor:
 
 
 def _unary(name: str, fallback: Kernel) -> Kernel:
+    in_place = _UNARY_IN_PLACE[name]
+
     def run(env, a, x):
         if not x.is_floating_point():
             return fallback(env, a, x)
-        if name == "clip":
-            return x.clamp_(a["min"], a["max"])
-        return _UNARY_IN_PLACE[name](x)
+        return in_place(x, a)
 
     return run
 
@@ -163,10 +185,10 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
                                                                dilations, groups, shape)
     except RuntimeError:  # a shape oneDNN cannot describe: the reference convolution says what is wrong
         return None
-    epilogue = list(attrs.get(EPILOGUE, []))
-    adds, unary = "add" in epilogue, "relu" if "relu" in epilogue else "none"
+    adds, finish = _epilogue(attrs)
+    post_op, post_scalars = _onednn_post_op(attrs)
     convolution = torch.ops.mkldnn._convolution_pointwise
-    fallback = _with_epilogue(ref, epilogue) if epilogue else ref
+    fallback = _with_epilogue(ref, attrs) if attrs.get(EPILOGUE) else ref
 
     kernel = [int(k) for k in weight.shape[2:]]
     # A 1x1 convolution is a matrix product over the pixels; a small one runs as one BLAS call (on a view
@@ -182,18 +204,23 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
             out = _pointwise_matmul(x, matrix, bias)
             if adds:
                 out = out.add_(other) if other.shape == out.shape else out + other
-            return out.relu_() if unary == "relu" else out
+            return finish(out)
         if not symmetric:
             x = F.pad(x, [pads[1], pads[3], pads[0], pads[2]])
         if adds and tuple(other.shape) == (x.shape[0], weight.shape[0], *(
                 (x.shape[2 + i] + 2 * padding[i] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
                 for i in range(n))):  # oneDNN's binary post-op wants the result's shape: no broadcast
-            return convolution(x, other, packed, bias, padding, strides, dilations, groups, "add", 1.0,
-                               None if unary == "none" else unary, [], "")
+            # after its binary add oneDNN applies relu only ("Unary Fusion behavior undefined" otherwise)
+            relu = post_op == "relu"
+            out = convolution(x, other, packed, bias, padding, strides, dilations, groups, "add", 1.0,
+                              "relu" if relu else None, [], "")
+            return out if relu else finish(out)
         if not adds:
-            return convolution(x, packed, bias, padding, strides, dilations, groups, unary, [], "")
+            if post_op is not None:
+                return convolution(x, packed, bias, padding, strides, dilations, groups, post_op, post_scalars, "")
+            return finish(convolution(x, packed, bias, padding, strides, dilations, groups, "none", [], ""))
         out = convolution(x, packed, bias, padding, strides, dilations, groups, "none", [], "") + other
-        return out.relu_() if unary == "relu" else out
+        return finish(out)
 
     return run
 
@@ -232,14 +259,21 @@ def _pointwise_matmul(x: torch.Tensor, matrix: torch.Tensor, bias: torch.Tensor 
         out = out.add_(bias.view(o, 1))
     return out.view(n, o, h, w)
 
-# The attribute `fuse_epilogues` adds to a convolution: the ops after it that its kernel applies.
+# The attributes `fuse_epilogues` adds to a convolution: the ops after it that its kernel applies
+# (an `add`, then one unary op, each optional), and that unary op's attributes as [name, value] pairs.
 EPILOGUE = "sdc.epilogue"
+EPILOGUE_ATTRS = "sdc.epilogue_attrs"
+
+# The unary ops a convolution's kernel applies as it writes its result: oneDNN's post-op for each
+# (`_onednn_post_op`), in place after the convolution where it has none for the op's attributes.
+EPILOGUE_UNARY = ("relu", "clip", "sigmoid", "tanh", "hard_swish", "hard_sigmoid")
 
 
 def fuse_epilogues(ops: tuple[Any, ...]) -> list[Any]:
-    """A kernel group's ops (plan_schema.OpEntry) with each convolution that is followed by `relu`,
-    `add` or `add, relu` written into its own result merged with them into one convolution entry,
-    whose kernel (oneDNN's post-ops, `packed_conv`) applies them as it writes the result.
+    """A kernel group's ops (plan_schema.OpEntry) with each convolution that is followed by `add`,
+    one op of `EPILOGUE_UNARY`, or `add` then one of those, written into its own result, merged with
+    them into one convolution entry, whose kernel (oneDNN's post-ops, `packed_conv`) applies them as
+    it writes the result: MobileNet-v3's hard_swish and hard_sigmoid, a relu6 as `clip`.
 
     Only where the planner marked the followers in place on the convolution's result: then nothing
     else reads the intermediate values, so no slot misses them. The merged entry takes the last
@@ -254,13 +288,14 @@ def fuse_epilogues(ops: tuple[Any, ...]) -> list[Any]:
         if entry.op != "conv" or entry.in_place is not None or len(entry.outputs) != 1 or EPILOGUE in entry.attrs:
             out.append(entry)
             continue
-        value, names, extra, last = entry.outputs[0], [], [], entry
-        while i < len(ops) and "relu" not in names:
+        value, names, extra, last, unary_attrs = entry.outputs[0], [], [], entry, None
+        while i < len(ops) and unary_attrs is None:
             follower = ops[i]
             if len(follower.outputs) != 1 or follower.in_place is None:
                 break
-            if follower.op == "relu" and follower.in_place == 0 and follower.inputs == (value,):
-                names.append("relu")
+            if follower.op in EPILOGUE_UNARY and follower.in_place == 0 and follower.inputs == (value,):
+                names.append(follower.op)
+                unary_attrs = [[k, v] for k, v in sorted(follower.attrs.items())]
             elif (follower.op == "add" and not names and len(follower.inputs) == 2
                   and follower.inputs[follower.in_place] == value and follower.inputs[1 - follower.in_place] != value):
                 names.append("add")
@@ -272,9 +307,48 @@ def fuse_epilogues(ops: tuple[Any, ...]) -> list[Any]:
         if not names:
             out.append(entry)
             continue
-        out.append(replace(entry, attrs={**entry.attrs, EPILOGUE: names}, inputs=(*entry.inputs, *extra),
-                           outputs=last.outputs))
+        merged = {**entry.attrs, EPILOGUE: names, **({EPILOGUE_ATTRS: unary_attrs} if unary_attrs else {})}
+        out.append(replace(entry, attrs=merged, inputs=(*entry.inputs, *extra), outputs=last.outputs))
     return out
+
+
+def _epilogue_unary(attrs: dict) -> tuple[str | None, dict]:
+    """A merged convolution's unary op (None without one) and its decoded attributes, defaults filled."""
+    names = [n for n in attrs.get(EPILOGUE, ()) if n != "add"]
+    if not names:
+        return None, {}
+    from sdc.dialect.opdef import get_op
+
+    return names[0], get_op(names[0]).with_defaults(dict(attrs.get(EPILOGUE_ATTRS) or []))
+
+
+def _epilogue(attrs: dict) -> tuple[bool, Callable[[torch.Tensor], torch.Tensor]]:
+    """Whether a merged convolution adds an operand, and what applies its unary op in place on a
+    float result it owns (the identity without one)."""
+    name, unary_attrs = _epilogue_unary(attrs)
+    adds = "add" in attrs.get(EPILOGUE, ())
+    if name is None:
+        return adds, lambda y: y
+    in_place = _UNARY_IN_PLACE[name]
+    return adds, lambda y: in_place(y, unary_attrs)
+
+
+def _onednn_post_op(attrs: dict) -> tuple[str | None, list[float]]:
+    """oneDNN's eltwise post-op (its name in `mkldnn._convolution_pointwise`, and its scalars) for a
+    merged convolution's unary op, or (None, []) where it has none: no unary op, a hard_sigmoid of
+    other constants than torch's, a clip with an infinite bound other than relu's."""
+    name, a = _epilogue_unary(attrs)
+    if name in ("relu", "sigmoid", "tanh"):
+        return name, []
+    if name == "hard_swish":
+        return "hardswish", []
+    if name == "hard_sigmoid" and _torch_hard_sigmoid(a):
+        return "hardsigmoid", []
+    if name == "clip" and a["min"] == 0 and a["max"] == math.inf:
+        return "relu", []
+    if name == "clip" and math.isfinite(a["min"]) and math.isfinite(a["max"]):
+        return "hardtanh", [float(a["min"]), float(a["max"])]
+    return None, []
 
 
 def _split_operands(rest: tuple, adds: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -288,19 +362,21 @@ def _plain_f32(t: torch.Tensor) -> bool:
     return t.dim() == 4 and t.dtype == torch.float32 and t.device.type == "cpu"
 
 
-def _with_epilogue(ref: Kernel, epilogue: list[str]) -> Kernel:
+def _with_epilogue(ref: Kernel, attrs: dict) -> Kernel:
     """The reference convolution, then the merged ops' own reference semantics, one after the other."""
     from sdc.dialect.opdef import get_op
 
-    add, relu = get_op("add").ref, get_op("relu").ref
-    adds = "add" in epilogue
+    add = get_op("add").ref
+    adds = "add" in attrs[EPILOGUE]
+    name, unary_attrs = _epilogue_unary(attrs)
+    unary = get_op(name).ref if name is not None else None
 
     def run(env, a, x, w, *rest):
         bias, other = _split_operands(rest, adds)
         y = ref(env, a, x, w, bias)
         if adds:
             y = add(env, {}, y, other)
-        return relu(env, {}, y) if "relu" in epilogue else y
+        return unary(env, unary_attrs, y) if unary is not None else y
 
     return run
 
@@ -335,9 +411,18 @@ def fused_conv(ref: Kernel, attrs: dict) -> Kernel:
     fresh memory nothing else reads). A fused call that cuDNN refuses (a configuration its fused
     engine lacks) is not tried again by this kernel."""
     epilogue = list(attrs[EPILOGUE])
-    adds, relu = "add" in epilogue, "relu" in epilogue
-    fallback = _with_epilogue(ref, epilogue)
+    adds, finish = _epilogue(attrs)
+    fallback = _with_epilogue(ref, attrs)
     refused: list[str] = []
+    choice = CudnnChoice()
+
+    def split(env, a, x, w, bias, other, rest):
+        y = ref(env, a, x, w, bias)
+        if adds:
+            if other.shape != y.shape or other.dtype != y.dtype:
+                return fallback(env, a, x, w, *rest)
+            y = y.add_(other)
+        return finish(y)
 
     def run(env, a, x, w, *rest):
         bias, other = _split_operands(rest, adds)
@@ -345,19 +430,62 @@ def fused_conv(ref: Kernel, attrs: dict) -> Kernel:
         if name is not None and not refused and _cudnn_applies(x):
             args = _cudnn_arguments(a, x, w, bias, other)
             if args is not None:
+                fused = getattr(torch, name)
                 try:
-                    return getattr(torch, name)(*args)
+                    if choice.fused(a, x, w, other, lambda: fused(*args),
+                                    lambda: split(env, a, x, w, bias, other, rest)):
+                        return fused(*args)
                 except RuntimeError as e:  # cuDNN has no fused engine for this configuration
                     refused.append(str(e))
-        y = ref(env, a, x, w, bias)
-        if adds:
-            if other.shape != y.shape or other.dtype != y.dtype:
-                return fallback(env, a, x, w, *rest)
-            y = y.add_(other)
-        return y.relu_() if relu else y
+        return split(env, a, x, w, bias, other, rest)
 
     run.cudnn_refused = refused  # what cuDNN said when it refused the fused call, for benchmarks and debugging
+    run.cudnn_choice = choice
     return run
+
+
+# "1": time the fused cuDNN call against the plain convolution per signature (`CudnnChoice`). Off by
+# default: on the H200 the fused call won for all 46 of ResNet-50's merged convolutions (2026-12-02),
+# and the timing cost 1.3 s of its first call.
+CUDNN_CHOICE_ENV = "SDC_CUDNN_CHOICE"
+
+
+class CudnnChoice:
+    """Per convolution signature (operand shapes, strides and dtype, the attributes), whether the
+    fused cuDNN call is faster than the plain convolution with its epilogue after it: timed once
+    (CUDA events, `triton_launcher.measure`) at the first call of a signature outside a CUDA-graph
+    capture, then remembered here and on disk (`triton_launcher.Autotuner`, keyed by cuDNN's version
+    and the device), when `SDC_CUDNN_CHOICE=1`; otherwise, or with `SDC_AUTOTUNE=0`, the fused call. During a capture
+    a signature not yet timed takes the fused call."""
+
+    FUSED, SPLIT = "fused", "split"
+
+    def __init__(self):
+        self.chosen: dict[tuple, bool] = {}
+        self.timed = 0  # signatures this object timed (tests and reports read it)
+
+    def fused(self, a: dict, x: torch.Tensor, w: torch.Tensor, other: torch.Tensor | None,
+              run_fused: Callable[[], Any], run_split: Callable[[], Any]) -> bool:
+        key = (tuple(x.shape), x.stride(), tuple(w.shape), w.stride(), x.dtype, other is not None,
+               None if other is None else other.stride(),
+               *(tuple(a.get(k) or ()) for k in ("strides", "pads", "dilations")), int(a.get("groups", 1)))
+        known = self.chosen.get(key)
+        if known is not None:
+            return known
+        from sdc.runtime import triton_launcher as T
+
+        if os.environ.get(CUDNN_CHOICE_ENV, "").strip() != "1":
+            return True
+        if (x.is_cuda and torch.cuda.is_current_stream_capturing()) or not T.tuning_enabled(x.device):
+            return True
+        configs = [T.LaunchConfig({"cudnn": v}, 0, ()) for v in (self.FUSED, self.SPLIT)]
+        runs = {self.FUSED: run_fused, self.SPLIT: run_split}
+        tuner = T.Autotuner(f"cudnn-conv-{torch.backends.cudnn.version()}", T.device_name(x.device))
+        before = tuner.tunes
+        best = tuner.choose(repr(key), configs, lambda c: T.measure(runs[c.constexprs["cudnn"]], x.device))
+        self.timed += tuner.tunes > before
+        self.chosen[key] = best.constexprs["cudnn"] == self.FUSED
+        return self.chosen[key]
 
 
 _DTYPE_NAMES = {torch.float16: "f16", torch.float32: "f32", torch.bfloat16: "bf16"}

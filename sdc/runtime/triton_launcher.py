@@ -27,6 +27,7 @@ shapes; `check_can_run` says so up front. No MLIR here.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import linecache
@@ -44,6 +45,7 @@ from sdc import dtypes
 from sdc.diagnostics import SdcError
 from sdc.dialect import symexpr
 from sdc.runtime import plan_schema as S
+from sdc.runtime import triton_direct
 from sdc.runtime.format import KERNELS_DIR
 
 INTERPRET_ENV = "TRITON_INTERPRET"
@@ -247,7 +249,7 @@ class Autotuner:
         return best
 
 
-def _device_name(device: torch.device | None) -> str:
+def device_name(device: torch.device | None) -> str:
     if device is not None and device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return "interpreter"
@@ -285,6 +287,31 @@ def _flags_and_strides(spec: S.TritonKernel, tensors: list, dims: list[int]) -> 
     return flags, strides
 
 
+def read_domain(where: str, domain: tuple, args: tuple, tensors: list[torch.Tensor],
+                differs: Callable[[Any, int, int, int, int], str], ones_broadcast: bool) -> list[int]:
+    """A generated kernel's domain sizes, read off its tensor arguments through their maps: a dim a
+    map leaves out must have size 1; the others set the domain's size or must equal it, where
+    `ones_broadcast` lets a size 1 broadcast (a Triton kernel reads it by stride 0; a CUDA C++ kernel
+    indexes flat and needs the full size). `differs(arg, j, size, there, d)` words the mismatch."""
+    dims: list[int | None] = list(domain)
+    for arg, t in zip(args, tensors):
+        if t.dim() != len(arg.map):
+            raise SdcError(f"{where}: value '{arg.value}' has rank {t.dim()}, the kernel expects {len(arg.map)}")
+        for j, d in enumerate(arg.map):
+            size = t.shape[j]
+            if d is None:
+                if size != 1:
+                    raise SdcError(f"{where}: value '{arg.value}' has size {size} in dim {j}, the kernel expects 1 "
+                                   "(it broadcasts there)")
+            elif size == 1 and ones_broadcast:
+                continue
+            elif dims[d] is None:
+                dims[d] = size
+            elif dims[d] != size:
+                raise SdcError(differs(arg, j, size, dims[d], d))
+    return [1 if d is None else d for d in dims]
+
+
 SETTLED = 16  # signatures a launch remembers (dynamic dims: one per size seen)
 
 
@@ -301,6 +328,9 @@ class _Settled:
     constexprs: dict
     num_warps: int
     results: tuple[tuple | None, ...]
+    # per tensors' pointer alignment (triton_direct.alignment): the direct launch, or None where the
+    # ordinary one stays (triton_direct.prepare says when)
+    direct: dict = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, eq=False)
@@ -320,30 +350,18 @@ class TritonLaunch:
     # operand and result-buffer (shape, strides) -> _Settled: everything a call derives from them, so
     # a call of a signature seen before only allocates, packs its arguments and launches (`__call__`)
     settled: dict = field(default_factory=dict)
+    # result slots bound to a slice of a joined buffer (`view` steps): written there or an error, never
+    # to a fresh buffer, which the joined buffer's readers would not see
+    view_results: frozenset[int] = frozenset()
 
     def domain(self, tensors: list[torch.Tensor]) -> list[int]:
-        dims: list[int | None] = list(self.spec.domain)
-        static = [d is not None for d in dims]
-        for arg, t in zip(self.spec.args, tensors):
-            if t.dim() != len(arg.map):
-                raise SdcError(f"{self.where}: value '{arg.value}' has rank {t.dim()}, the kernel expects "
-                               f"{len(arg.map)}")
-            for j, d in enumerate(arg.map):
-                size = t.shape[j]
-                if d is None:
-                    if size != 1:
-                        raise SdcError(f"{self.where}: value '{arg.value}' has size {size} in dim {j}, the kernel "
-                                       "expects 1 (it broadcasts there)")
-                    continue
-                if size == 1:
-                    continue
-                if dims[d] is None:
-                    dims[d] = size
-                elif dims[d] != size:
-                    what = "the compiled size" if static[d] else "another operand's size"
-                    raise SdcError(f"{self.where}: value '{arg.value}' has size {size} in dim {j}, {what} "
-                                   f"there is {dims[d]}")
-        return [1 if d is None else d for d in dims]
+        static = [d is not None for d in self.spec.domain]
+
+        def differs(arg: S.TensorArg, j: int, size: int, there: int, d: int) -> str:
+            what = "the compiled size" if static[d] else "another operand's size"
+            return f"{self.where}: value '{arg.value}' has size {size} in dim {j}, {what} there is {there}"
+
+        return read_domain(self.where, self.spec.domain, self.spec.args, tensors, differs, ones_broadcast=True)
 
     def __call__(self, vals: list, state: Any) -> None:
         tensors = [vals[s] for s in self.arg_slots]
@@ -363,6 +381,10 @@ class TritonLaunch:
             shape = [dims[d] if d is not None else 1 for d in r.map]
             existing = vals[slot]
             fresh.append(not (existing is not None and list(existing.shape) == shape))
+            if fresh[-1] and slot in self.view_results:
+                held = None if existing is None else list(existing.shape)
+                raise SdcError(f"{self.where}: result '{r.value}' has shape {shape}, its slice of the joined "
+                               f"buffer {held}")
             if not fresh[-1]:  # an `alloc` step's buffer
                 results.append(existing)
             elif r.layout is not None:
@@ -412,17 +434,25 @@ class TritonLaunch:
                                                                           device=device)
                    for slot, recipe in zip(self.result_slots, known.results)]
         if all(g > 0 for g in known.grid):
-            params: list[Any] = []
-            for t, st in zip([*tensors, *results], known.strides):
-                params.append(t)
-                params += st
-            params += known.dims
+            operands = [*tensors, *results]
             try:
-                if self.stream is None:
-                    self.fn[known.grid](*params, **known.constexprs, num_warps=known.num_warps)
+                aligned = triton_direct.alignment(operands) if operands and operands[0].is_cuda else None
+                direct = known.direct.get(aligned)
+                if direct is not None:
+                    direct(operands, self.stream)
                 else:
-                    with torch.cuda.stream(self.stream):
-                        self.fn[known.grid](*params, **known.constexprs, num_warps=known.num_warps)
+                    params: list[Any] = []
+                    for t, st in zip(operands, known.strides):
+                        params.append(t)
+                        params += st
+                    params += known.dims
+                    with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+                        launched = False
+                        if aligned is not None and aligned not in known.direct:
+                            known.direct[aligned], launched = triton_direct.prepare(
+                                self.fn, params, known.constexprs, known.num_warps, known.grid, operands)
+                        if not launched:
+                            self.fn[known.grid](*params, **known.constexprs, num_warps=known.num_warps)
             except Exception as e:
                 raise SdcError(f"{self.where}: the Triton kernel '{self.spec.entry}' ({self.spec.source}) failed: "
                                f"{type(e).__name__}: {e}") from e
@@ -445,14 +475,16 @@ class TritonLaunch:
             return default  # not remembered: a later uncaptured call may still tune
         configs = [default, *(LaunchConfig(t.constexprs, t.num_warps, t.grid) for t in spec.tune)]
         scratch = [torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=r.device) for r in results]
-        tuner = Autotuner(self.source_key, _device_name(device))
+        tuner = Autotuner(self.source_key, device_name(device))
         self.chosen[key] = tuner.choose(key, configs, lambda c: measure(lambda: launch(c, scratch), device))
         return self.chosen[key]
 
 
 def prepare_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.Value], sources: KernelSources | None,
-                   device: torch.device | None, stream: Any, error: Callable[[str], SdcError]) -> TritonLaunch:
-    """The instruction for a triton launch step (the kernel source loaded, not yet compiled)."""
+                   device: torch.device | None, stream: Any, error: Callable[[str], SdcError],
+                   views: frozenset[int] = frozenset()) -> TritonLaunch:
+    """The instruction for a triton launch step (the kernel source loaded, not yet compiled). `views`:
+    the slots the plan's `view` steps bind to slices of a joined buffer (a concat written in place)."""
     spec = step.triton
     assert spec is not None
     if sources is None:
@@ -463,7 +495,8 @@ def prepare_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.Va
         where=step.where, spec=spec, fn=fn, arg_slots=tuple(slots[a.value] for a in spec.args),
         result_slots=tuple(slots[r.value] for r in spec.results),
         result_dtypes=tuple(dtypes.to_torch(values[r.value].dtype) for r in spec.results),
-        device=device, stream=stream, source_key=sources.tune_keys[(spec.source, spec.entry)])
+        device=device, stream=stream, source_key=sources.tune_keys[(spec.source, spec.entry)],
+        view_results=frozenset(slots[r.value] for r in spec.results) & views)
 
 
 # ---------------------------------------------------------------- compiling the kernels at load
@@ -548,7 +581,7 @@ def warm_calls(launch: TritonLaunch, values: dict[str, S.Value], layouts: dict[s
     configs = [LaunchConfig(spec.constexprs, spec.num_warps, spec.grid)]
     if spec.tune and tuning_enabled(launch.device):
         candidates = configs + [LaunchConfig(t.constexprs, t.num_warps, t.grid) for t in spec.tune]
-        cached = Autotuner(launch.source_key, _device_name(launch.device)).lookup(_shape_key(spec, dims, flags))
+        cached = Autotuner(launch.source_key, device_name(launch.device)).lookup(_shape_key(spec, dims, flags))
         chosen = [c for c in candidates if cached is not None
                   and c.as_json() == {k: cached.get(k) for k in ("constexprs", "num_warps", "grid")}]
         configs = chosen[:1] or candidates  # tuned before: the first call runs only the cached choice

@@ -248,6 +248,123 @@ def match_attention(ops: Sequence[Mapping], values: Mapping[str, Mapping], outpu
                           bool(fixup), fixup, ops[pv]["outputs"][0])
 
 
+# ---------------------------------------------------------------- causal masks, known at compile time
+
+# a score this low (or -inf) has probability 0 in f32 next to any kept score: exp underflows below -104,
+# and -1e4 fills (HF's masked_bias, ONNX GPT-2) are -9984 in bf16
+MASKED_AT_MOST = -5e3
+PROBE_SCORES = (-2.5, 0.0, 1.75)  # scores the chain is evaluated at, to tell masked keys from kept ones
+MAX_MASK_ELEMENTS = 1 << 24  # larger constant masks are not evaluated at compile time
+
+Constant = Callable[[str], "Any | None"]  # value id -> its numpy array when it is a weight, else None
+
+
+@dataclass(frozen=True)
+class CausalMask:
+    """The score chain masks key j of query i exactly when j > i + offset (queries are the last Sq of
+    Sk positions when offset = Sk - Sq), the same for every batch entry. `kept`: each operand of a
+    score op that the mask makes vary, with its one value wherever a key is kept: the kernel computes
+    the chain with those values and masks by comparing indices, reading no mask tensor."""
+
+    offset: int
+    kept: dict[str, Any]
+
+
+def _evaluate(op: str, attrs: Mapping, dtype: str, args: list) -> Any:
+    """One elementwise op of a score chain or a mask in numpy (floats in float64: only which scores
+    are masked, and the mask's values where they are not, are read from it)."""
+    import numpy as np
+
+    if op == "cast":
+        (x,) = args
+        return x != 0 if dtype == "i1" else x.astype(np.float64 if dtype.startswith(("f", "bf")) else np.int64)
+    logical = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+    if op in logical:
+        a, b = args
+        return logical[op](a, b) if a.dtype == bool else {"and": np.bitwise_and, "or": np.bitwise_or,
+                                                           "xor": np.bitwise_xor}[op](a, b)
+    if op == "not":
+        return np.logical_not(args[0]) if args[0].dtype == bool else np.invert(args[0])
+    if op == "where":
+        c, a, b = args
+        return np.where(c.astype(bool), a, b)
+    table = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
+             "min": np.minimum, "neg": np.negative, "tanh": np.tanh, "eq": np.equal, "ne": np.not_equal,
+             "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+    return table[op](*args)
+
+
+def causal_mask(ops: Sequence[Mapping], match: AttentionMatch, values: Mapping[str, Mapping],
+                constant: Constant) -> CausalMask | None:
+    """Whether the matched attention's mask is causal, decided from its constants (a lower-triangular
+    buffer or a slice of one, torch's is_causal mask of 0 and -inf, compares of constant index
+    tensors): the score chain is evaluated in numpy at a few scores over the static [Sq, Sk] grid.
+    None when the mask is anything else, the sizes are dynamic or a mask operand is no constant."""
+    import numpy as np
+
+    scores_shape = values[ops[match.qk]["outputs"][0]]["shape"]
+    sq, sk = scores_shape[-2:]
+    if not (_static(sq) and _static(sk)):
+        return None
+    s = ops[match.qk]["outputs"][0]
+    produced = {ops[i]["outputs"][0]: i for i in match.chain}
+    depends, score_ops = {s}, []
+    for i in match.chain:
+        if any(v in depends for v in ops[i]["inputs"]):
+            depends.add(ops[i]["outputs"][0])
+            score_ops.append(i)
+    known: dict[str, Any] = {}
+
+    def value(vid: str) -> Any:
+        if vid not in known:
+            if vid in produced:
+                e = ops[produced[vid]]
+                known[vid] = _evaluate(e["op"], e["attrs"], values[vid]["dtype"], [value(v) for v in e["inputs"]])
+            else:
+                t = constant(vid)
+                if t is None or t.size > MAX_MASK_ELEMENTS:
+                    raise LookupError(vid)
+                known[vid] = t
+        return known[vid]
+
+    operands = list(dict.fromkeys(v for i in score_ops for v in ops[i]["inputs"] if v not in depends))
+    try:
+        with np.errstate(all="ignore"):
+            mask_values = {v: np.asarray(value(v)) for v in operands}
+            results = []
+            for x in PROBE_SCORES:
+                env = {**mask_values, s: np.float64(x)}
+                for i in score_ops:
+                    e = ops[i]
+                    out = e["outputs"][0]
+                    env[out] = np.asarray(_evaluate(e["op"], e["attrs"], values[out]["dtype"],
+                                                    [env[v] for v in e["inputs"]]))
+                results.append(env[match.scores])
+    except (LookupError, TypeError, ValueError):
+        return None
+    grid = np.broadcast_shapes(*(r.shape for r in results))
+    if len(grid) < 2 or grid[-2:] != (sq, sk):
+        return None  # the mask does not vary over both the queries and the keys
+    low = [np.broadcast_to(r <= MASKED_AT_MOST, grid).reshape(-1, sq, sk) for r in results]
+    masked = low[0][0]
+    if any((m != masked).any() for m in low):
+        return None  # a key masked for some scores, some batch entries, and not for others
+    offset = int((~masked[0]).sum()) - 1
+    future = np.arange(sk)[None, :] > np.arange(sq)[:, None] + offset
+    if offset < 0 or not masked.any() or (masked != future).any():
+        return None
+    kept: dict[str, Any] = {}
+    for vid, m in mask_values.items():
+        if m.size <= 1:
+            continue  # one value everywhere: the lowering folds it as before
+        full = np.broadcast_to(m, np.broadcast_shapes(m.shape, grid)).reshape(-1, sq, sk)
+        there = full[:, ~masked]
+        if there.size == 0 or (there != there.flat[0]).any():
+            return None  # a mask operand with several values where keys are kept (another mask too)
+        kept[vid] = there.flat[0].item()
+    return CausalMask(offset, kept)
+
+
 # ---------------------------------------------------------------- sdc-fuse: three groups become one
 
 

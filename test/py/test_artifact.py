@@ -311,7 +311,7 @@ def _insert(p: dict, index: int, *steps: dict) -> None:
      r"plan.json: weight 'scale' is f32\[300\] in the weights file, value 'v1' is tensor<301xf32>"),
     (lambda p: p["ranks"][0].update(outputs=[]), r"plan.json: rank 0: 1 inputs and 0 outputs"),
     (lambda p: p["ranks"][0]["steps"][0].update(kind="teleport"),
-     r"plan.json: rank 0 step 0: unknown step kind 'teleport' \(kinds: alloc, launch, collective, record, wait, free\)"),
+     r"plan.json: rank 0 step 0: unknown step kind 'teleport' \(kinds: alloc, view, launch, collective, record, wait, free\)"),
     (lambda p: _k1_ops(p)[-1]["attrs"].update(max={"float": "lots"}),
      r"plan.json: rank 0 step 1 \(launch k1\): unknown encoded value"),
     (lambda p: p["ranks"][0]["values"]["v1"].update(layout=[1, 1]),
@@ -319,7 +319,7 @@ def _insert(p: dict, index: int, *steps: dict) -> None:
     (lambda p: p.update(ranks=[]), r"plan.json: must have one plan per rank 0..0"),
     (lambda p: p["ranks"][0]["steps"][1]["kernel"].update(backend="cuda-c", source="kernels/k1.cu"),
      r"plan.json: rank 0 step 1 \(launch k1\): kernel backend 'cuda-c' is not one this runtime runs \(reference, "
-     r"triton\)"),
+     r"triton, cuda\)"),
     (lambda p: p["ranks"][0]["steps"][1]["kernel"].update(backend="triton", source="kernels/k1.py"),
      r"plan.json: rank 0 step 1 \(launch k1\): a triton kernel's 'entry' must be a Python identifier, found None"),
     (lambda p: p["ranks"][0]["steps"][1].update(stream=1),

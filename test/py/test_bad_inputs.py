@@ -379,3 +379,19 @@ def test_a_shape_value_reshaped_to_a_symbolic_shape():
              h.make_node("Shape", ["x"], ["x_shape"])]
     m = model(nodes, [f32("x", ["B", "T", 8])], [h.make_tensor_value_info("r", T.INT64, None)], [i64("i", [1])])
     assert "node 'reshape' (Reshape): a shape value of shape [1] reshaped to [B, T, 8]" in import_error(m)
+
+
+def test_a_slice_of_a_shape_value_checks_its_axes_and_steps():
+    # Found by the fuzzer (onnx-struct:51:35491): a Slice of a rank-0 shape value (a dim taken from
+    # Shape by a scalar Gather) with axis 1 divided by the rank 0.
+    def sliced(axis: int, step: int):
+        nodes = [h.make_node("Shape", ["x"], ["sh"]), h.make_node("Gather", ["sh", "i"], ["t"], axis=0),
+                 h.make_node("Slice", ["t", "st", "en", "ax", "sp"], ["y"], name="slice")]
+        return model(nodes, [f32("x", ["B", 4])], [h.make_tensor_value_info("y", T.INT64, None)],
+                     [i64("i", 0), i64("st", [0]), i64("en", [1]), i64("ax", [axis]), i64("sp", [step])])
+
+    assert "node 'slice' (Slice): Slice axis 1 is out of range for a shape value of rank 0" in import_error(sliced(1, 1))
+    nodes = [h.make_node("Shape", ["x"], ["sh"]), h.make_node("Slice", ["sh", "st", "en", "ax", "sp"], ["y"], name="slice")]
+    m = model(nodes, [f32("x", ["B", 4])], [h.make_tensor_value_info("y", T.INT64, None)],
+              [i64("st", [0]), i64("en", [2]), i64("ax", [0]), i64("sp", [0])])
+    assert "node 'slice' (Slice): Slice step 0" in import_error(m)

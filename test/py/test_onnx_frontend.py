@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import os
 import subprocess
 import sys
@@ -67,6 +69,8 @@ def test_light_zoo_model_matches_stored_output(name, one_thread):
     exe = sdc.compile(str(path))
     (out,) = exe(**feeds)
     assert out.shape == expected.shape and out.dtype == expected.dtype
+    if _tied_softmax(model, path, feeds):
+        return
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-7)
     # And against onnxruntime. Not on random inputs: these models' weights are constants, so their
     # activations grow by orders of magnitude per layer and the final softmax amplifies any difference
@@ -74,6 +78,29 @@ def test_light_zoo_model_matches_stored_output(name, one_thread):
     # (test_fuse.py checks the same networks with random weights, before the softmax.)
     (ref,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
     np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-7)
+
+
+def _tied_softmax(model, path, feeds) -> bool:
+    """For a model that ends in a Softmax whose inputs onnxruntime computes all equal (squeezenet's
+    constant weights make its logits about 9.5e9, every class alike): the logits, compared to float32
+    rounding of their size, are the check; the probabilities are not one, because a difference of
+    one rounding step (5e-7 relative, 5120 at that size) already moves a class's probability to 0.
+    False for every other model, which the caller then compares as it is."""
+    last = model.graph.node[-1]
+    if last.op_type != "Softmax":
+        return False
+    cut = copy.deepcopy(model)
+    cut.graph.output[0].name = last.input[0]
+    del cut.graph.node[-1]
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    (ref,) = ort.InferenceSession(cut.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+    scale = float(np.abs(ref).max())
+    if float(ref.max() - ref.min()) > 1e-6 * scale:
+        return False
+    (logits,) = sdc.compile(cut)(**feeds)
+    assert float(np.abs(logits - ref).max()) <= 1e-5 * scale
+    return True
 
 
 # ---------------------------------------------------------------- dynamic shapes

@@ -1,5 +1,5 @@
 """The CPU runtime's convolution on a weight oneDNN reordered once at load (sdc/runtime/reference_kernels.py
-`packed_conv`), and the relu / add / add+relu after it merged into it as oneDNN post-ops
+`packed_conv`), and the add and / or unary op (relu, clip, hard_swish, ...) after it merged into it as oneDNN post-ops
 (`fuse_epilogues`): the same values as an independent float64 convolution for every attribute it
 handles, at input shapes other than the one it packed for, and the reference kernels wherever it does
 not apply."""
@@ -180,6 +180,93 @@ def test_compiled_model_runs_packed_convolutions_at_several_batches():
     assert len(convs) == 2 and all(op.kernel.__qualname__.startswith("packed_conv") for op in convs)
     for b in (1, 5):
         x = torch.randn(b, 3, 10, 10)
+        with torch.no_grad():
+            want = net.double()(x.double()).numpy()
+            net.float()
+        got = exe(x.numpy())
+        got = got[0] if isinstance(got, (list, tuple)) else got
+        np.testing.assert_allclose(np.asarray(got), want, **TOLERANCE)
+
+
+# Unary epilogues (reference_kernels.EPILOGUE_UNARY): (op, attributes, float64 reference). The
+# hard_sigmoid of ONNX's default constants and the clip with an open bound have no oneDNN post-op:
+# they run in place after the convolution.
+UNARY = [
+    ("hard_swish", {}, F.hardswish),
+    ("hard_sigmoid", {"alpha": 1 / 6, "beta": 0.5}, F.hardsigmoid),
+    ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5}, lambda t: (0.2 * t + 0.5).clamp(0, 1)),
+    ("sigmoid", {}, torch.sigmoid),
+    ("tanh", {}, torch.tanh),
+    ("clip", {"min": 0.0, "max": 6.0}, lambda t: t.clamp(0, 6)),
+    ("clip", {"min": -1.0, "max": float("inf")}, lambda t: t.clamp(min=-1)),
+]
+
+
+@pytest.mark.parametrize("name,unary_attrs,want_fn", UNARY, ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("adds", [False, True], ids=["conv", "conv+add"])
+def test_convolution_with_unary_epilogue(name, unary_attrs, want_fn, adds):
+    from sdc.runtime.reference_kernels import EPILOGUE_ATTRS
+
+    a = dict(strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], groups=1)
+    a[EPILOGUE] = ["add", name] if adds else [name]
+    a[EPILOGUE_ATTRS] = [[k, v] for k, v in unary_attrs.items()]
+    w, bias = torch.randn(8, 4, 3, 3), torch.randn(8)
+    x, other = 2 * torch.randn(2, 4, 6, 5), torch.randn(2, 8, 6, 5)
+    extra = [other] if adds else []
+    want = want_fn(torch.from_numpy(_want(x, w, bias, a)) + (other.double() if adds else 0)).numpy()
+    for packed in (True, False):
+        kernel = reference_kernel("conv", CONV, constants=(None, w if packed else None, None, *([None] * adds)),
+                                  attrs=a, input_shape=(None, 4, None, None))
+        with torch.inference_mode():
+            for memory_format in (torch.contiguous_format, torch.channels_last):
+                got = kernel(None, a, x.contiguous(memory_format=memory_format), w, bias, *extra)
+                np.testing.assert_allclose(got.numpy(), want, **TOLERANCE)
+
+
+def test_fuse_epilogues_takes_one_unary_op_with_its_attributes():
+    from sdc.runtime.reference_kernels import EPILOGUE_ATTRS
+
+    conv = _entry("conv", ("x", "w", "b"), "c")
+    clip = OpEntry(op="clip", attrs={"min": 0.0, "max": 6.0}, inputs=("c",), outputs=("y",), in_place=0)
+    (fused,) = fuse_epilogues((conv, clip))
+    assert fused.attrs[EPILOGUE] == ["clip"] and fused.attrs[EPILOGUE_ATTRS] == [["max", 6.0], ["min", 0.0]]
+    fused = fuse_epilogues((conv, _entry("hard_swish", ("c",), "y", 0), _entry("hard_sigmoid", ("y",), "z", 0)))
+    assert [e.op for e in fused] == ["conv", "hard_sigmoid"] and fused[0].attrs[EPILOGUE] == ["hard_swish"]
+    # not merged: an op without a post-op (exp), or a unary op before the add
+    assert len(fuse_epilogues((conv, _entry("exp", ("c",), "y", 0)))) == 2
+    assert len(fuse_epilogues((conv, _entry("relu", ("c",), "y", 0), _entry("add", ("y", "r"), "s", 0)))) == 2
+
+
+class _MobileBlock(torch.nn.Module):
+    """MobileNet-v3's inverted residual with squeeze-excite: hardswish and hardsigmoid after convolutions."""
+
+    def __init__(self):
+        super().__init__()
+        self.expand, self.bn = torch.nn.Conv2d(8, 16, 1), torch.nn.BatchNorm2d(16)
+        self.depthwise = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.squeeze, self.excite = torch.nn.Conv2d(16, 4, 1), torch.nn.Conv2d(4, 16, 1)
+        self.project = torch.nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):
+        y = F.hardswish(self.depthwise(F.hardswish(self.bn(self.expand(x)))))
+        s = F.hardsigmoid(self.excite(torch.relu(self.squeeze(y.mean((2, 3), keepdim=True)))))
+        return self.project(y * s) + x
+
+
+def test_compiled_mobilenet_block_merges_its_activations_at_symbolic_shapes():
+    # Symbolic batch and image size: the planner marks unary ops in place without static shapes.
+    torch.manual_seed(0)
+    net = _MobileBlock().eval()
+    net.bn.running_mean.uniform_(-1, 1)
+    net.bn.running_var.uniform_(0.5, 2)
+    batch, size = torch.export.Dim("batch", max=8), torch.export.Dim("size", min=2, max=64)
+    exe = sdc.compile(net, (torch.randn(2, 8, 10, 10),), dynamic_shapes=({0: batch, 2: size, 3: size},))
+    convs = [op for op in exe._executor.program if isinstance(op, PreparedOp) and op.name == "conv"]
+    merged = sorted(tuple(op.attrs.get(EPILOGUE, ())) for op in convs)
+    # torch's export writes hardswish and hardsigmoid as arithmetic around a clip (ONNX's as one op each)
+    assert ("relu",) in merged and ("clip",) in merged, merged
+    for b, s in ((1, 7), (3, 12)):
+        x = torch.randn(b, 8, s, s)
         with torch.no_grad():
             want = net.double()(x.double()).numpy()
             net.float()

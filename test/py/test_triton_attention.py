@@ -289,6 +289,10 @@ def test_torch_sdpa_is_one_attention_kernel(mask, precision, tmp_path, rng):
     exe, kernels = _torch_kernels(model, (q, k, v, *extra), tmp_path / "sdpa.sdc", precision)
     assert len(kernels) == 1
     assert [e["op"] for e in kernels[0]["ops"]].count("matmul") == 2
+    # is_causal's constant 0/-inf mask: the kernel skips key blocks and reads q, k and v only
+    assert ("'causal': 0" in _source(tmp_path / "sdpa.sdc", kernels[0])) == (mask == "causal")
+    if mask == "causal":
+        assert len(kernels[0]["args"]) == 3
     q2, k2, v2 = (torch.randn_like(t) for t in (q, k, v))  # fresh inputs, not the example ones
     (got,) = exe(q2, k2, v2, *extra)
     want = model(q2.double(), k2.double(), v2.double(), *(m.double() if m.is_floating_point() else m for m in extra))
@@ -396,3 +400,105 @@ def test_training_keeps_the_attention_unfused(tmp_path):
     want = F.mse_loss(reference(x), target)
     want.backward()
     torch.testing.assert_close(torch.tensor(loss), want.detach(), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- causal masks known at compile time
+
+
+def tril_slice_ir(dt: str, b: int, h: int, sq: int, sk: int, d: int, positions: int) -> str:
+    """GPT-2's attention as its ONNX export writes it: the constant lower-triangular `bias` buffer
+    [1, 1, P, P] (a parameter) sliced to the queries' rows [Sk - Sq, Sk) and the keys [0, Sk), then
+    where(bias, scores, -1e4)."""
+    t = _type
+    q, kv, scores = [b, h, sq, d], [b, h, sk, d], [b, h, sq, sk]
+    return f"""func.func @main({_arg("q", q, dt)}, {_arg("k", kv, dt)}, {_arg("v", kv, dt)}) -> ({t(q, dt)} {{sdc.name = "o"}}) {{
+  %bias = "sdc.parameter"() {{name = "bias"}} : () -> {t([1, 1, positions, positions], "i1")}
+  %m = "sdc.slice"(%bias) {{axes = array<i64: 2, 3>, starts = array<i64: {sk - sq}, 0>, ends = array<i64: {sk}, {sk}>, steps = array<i64: 1, 1>}} : ({t([1, 1, positions, positions], "i1")}) -> {t([1, 1, sq, sk], "i1")}
+  %c = "sdc.constant"() {{value = dense<{1 / math.sqrt(d)!r}> : tensor<{dt}>}} : () -> tensor<{dt}>
+  %fill = "sdc.constant"() {{value = dense<-1.0e4> : tensor<{dt}>}} : () -> tensor<{dt}>
+  %s0 = "sdc.matmul"(%q, %k) {{transpose_lhs = false, transpose_rhs = true}} : ({t(q, dt)}, {t(kv, dt)}) -> {t(scores, dt)}
+  %s1 = "sdc.mul"(%s0, %c) : ({t(scores, dt)}, tensor<{dt}>) -> {t(scores, dt)}
+  %s2 = "sdc.where"(%m, %s1, %fill) : ({t([1, 1, sq, sk], "i1")}, {t(scores, dt)}, tensor<{dt}>) -> {t(scores, dt)}
+  %p = "sdc.softmax"(%s2) {{axis = -1 : i64}} : ({t(scores, dt)}) -> {t(scores, dt)}
+  %o = "sdc.matmul"(%p, %v) : ({t(scores, dt)}, {t(kv, dt)}) -> {t(q, dt)}
+  return %o : {t(q, dt)}
+}}
+"""
+
+
+def _source(artifact: Path, kernel: dict) -> str:
+    return (artifact / kernel["source"]).read_text()
+
+
+# (dtype, Sq, Sk) at the plan's tiles: Sq = Sk at odd sizes (bf16 37: one query block, its diagonal keys
+# in two blocks; f32 70: two query blocks of 64, the second with two full key blocks of 32 before its
+# diagonal), and queries that are the last 21 of 150 positions (a prompt after a cache: two full key
+# blocks of 64, then a partial diagonal one)
+@pytest.mark.parametrize("dt,sq,sk", [("bf16", 37, 37), ("f32", 70, 70), ("f16", 21, 150)])
+def test_a_sliced_tril_constant_is_a_causal_kernel_that_reads_no_mask(dt, sq, sk, tmp_path, rng):
+    b, h, d, positions = 1, 2, 32, 160
+    bias = torch.ones(1, 1, positions, positions, dtype=torch.bool).tril()
+    out = tmp_path / "tril.sdc"
+    exe = compile_cuda(tril_slice_ir(dt, b, h, sq, sk, d, positions), out, {"bias": bias})
+    (kernel,) = attention_kernels(out)
+    assert [a["value"] for a in kernel["args"]] == [v for v in kernel["ops"][0]["inputs"]] + \
+        [kernel["ops"][-1]["inputs"][1]]  # q, k and v: no mask tensor
+    source = _source(out, kernel)
+    assert f"'causal': {sk - sq}" in source and "full_end" in source
+    q, k, v = (torch.randn(b, h, n, d, generator=rng).to(TORCH_DTYPE[dt]) for n in (sq, sk, sk))
+    (got,) = exe(q, k, v)
+    keep = torch.ones(sq, sk, dtype=torch.bool).tril(sk - sq)
+    scale = float(torch.tensor(1 / math.sqrt(d)).to(TORCH_DTYPE[dt]))
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=keep, scale=scale)
+    if sq == sk:
+        torch.testing.assert_close(want, F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                                        is_causal=True, scale=scale))
+    assert_close(got, want, dt)
+
+
+def test_a_constant_mask_that_is_not_causal_keeps_the_mask_tile(tmp_path, rng):
+    """A tril buffer with one more key hidden: the general path loads the mask, and the numbers hold."""
+    b, h, s, d = 1, 2, 37, 32
+    bias = torch.ones(1, 1, 48, 48, dtype=torch.bool).tril()
+    bias[..., 30, 3] = False
+    out = tmp_path / "holey.sdc"
+    exe = compile_cuda(tril_slice_ir("f32", b, h, s, s, d, 48), out, {"bias": bias})
+    (kernel,) = attention_kernels(out)
+    assert len(kernel["args"]) == 4 and "causal" not in _source(out, kernel)
+    q, k, v = (torch.randn(b, h, s, d, generator=rng) for _ in range(3))
+    (got,) = exe(q, k, v)
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=bias[..., :s, :s],
+                                          scale=float(torch.tensor(1 / math.sqrt(d))))
+    assert_close(got, want, "f32")
+
+
+def test_causal_mask_recognizes_index_compares_and_refuses_other_masks():
+    """`causal_mask` on the ops alone: ONNX's trilu of the sequence (col - row >= 1 hides a key, then
+    where(future, -1e9, s)) with constant index tensors, torch's additive 0/-inf mask with an offset, and
+    a padding mask (None)."""
+    import numpy as np
+
+    from sdc.transforms.attention_pattern import causal_mask
+
+    sq, sk = 5, 8
+    shape = [2, 2, sq, sk]
+    values = {v: {"shape": shape, "dtype": "f32"} for v in ("q", "k", "s", "t", "p", "v", "o")}
+    values.update({"row": {"shape": [sq, sk], "dtype": "i64"}, "col": {"shape": [sq, sk], "dtype": "i64"},
+                   "diff": {"shape": [sq, sk], "dtype": "i64"}, "future": {"shape": [sq, sk], "dtype": "i1"},
+                   "one": {"shape": [], "dtype": "i64"}, "fill": {"shape": [], "dtype": "f32"},
+                   "add": {"shape": [sq, sk], "dtype": "f32"}, "pad": {"shape": [2, 1, 1, sk], "dtype": "f32"}})
+    row, col = np.indices((sq, sk))
+    constants = {"row": row, "col": col, "one": np.array(1 + sk - sq), "fill": np.array(-1e9),
+                 "add": np.where(col > row + 3, -np.inf, 0.0), "pad": np.zeros((2, 1, 1, sk))}
+    head = [_entry("matmul", ["q", "k"], "s", transpose_rhs=True)]
+    tail = [_entry("softmax", ["t"], "p", axis=-1), _entry("matmul", ["p", "v"], "o")]
+    trilu = [_entry("sub", ["col", "row"], "diff"), _entry("ge", ["diff", "one"], "future"), *head,
+             _entry("where", ["future", "fill", "s"], "t"), *tail]
+    found = causal_mask(trilu, match_attention(trilu, values, ["o"]), values, constants.get)
+    assert found is not None and found.offset == sk - sq and found.kept == {"future": False}
+    additive = [*head, _entry("add", ["s", "add"], "t"), *tail]
+    found = causal_mask(additive, match_attention(additive, values, ["o"]), values, constants.get)
+    assert found is not None and found.offset == 3 and found.kept == {"add": 0.0}
+    padding = [*head, _entry("add", ["s", "pad"], "t"), *tail]
+    assert causal_mask(padding, match_attention(padding, values, ["o"]), values, constants.get) is None
+    assert causal_mask(trilu, match_attention(trilu, values, ["o"]), values, lambda vid: None) is None

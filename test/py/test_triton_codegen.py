@@ -263,6 +263,101 @@ def test_a_dynamic_row_length_loops(tmp_path, rng):
         check(text, exe, [randn((2, n), "f32", rng), randn((n,), "f32", rng), randn((n,), "f32", rng)], "f32")
 
 
+# ---------------------------------------------------------------- autotuned blocks of the bandwidth-bound templates
+
+
+def program_of(template: str, domain: tuple):
+    from sdc.codegen.triton.lower import KernelProgram, TensorArg
+
+    out = TensorArg("y", "bf16", tuple(range(len(domain))))
+    return KernelProgram(template, domain, [TensorArg("x", "bf16", out.map)], [(out, 0)], [], [])
+
+
+def test_only_large_static_domains_get_tune_candidates():
+    renderer = TritonRenderer()
+    big = renderer.tune_blocks(program_of("elementwise", (256, 1 << 20)))
+    assert big[0] == renderer.plan_blocks(program_of("elementwise", (256, 1 << 20)))  # the heuristic first
+    assert [(b["BLOCK"], b["num_warps"]) for b in big] == [(2048, 4), (1024, 4), (2048, 8), (4096, 4), (4096, 8)]
+    for small in ((1000, 1000), (None, 4096), (64, 1 << 20)):  # under tune_min_elements, or of a size known only at run time
+        assert len(renderer.tune_blocks(program_of("elementwise", small))) == 1
+        assert len(renderer.tune_blocks(program_of("row", small))) == 1
+    rows = renderer.tune_blocks(program_of("row", (65536, 4096)))
+    assert [(b["ROWS"], b["num_warps"]) for b in rows] == [(1, 4), (1, 8), (2, 4), (2, 8)]
+    looped = renderer.tune_blocks(program_of("row", (8192, 32768)))
+    assert [(b["RBLOCK"], b["num_warps"], b["looped"]) for b in looped] == [
+        (1024, 4, 1), (1024, 8, 1), (2048, 4, 1), (2048, 8, 1), (512, 4, 1)]
+
+
+BIAS_GELU_2D = """
+func.func @main(%x: tensor<3x301xf32> {sdc.name = "x"}, %b: tensor<301xf32> {sdc.name = "b"})
+    -> (tensor<3x301xf32> {sdc.name = "y"}) {
+  %0 = "sdc.add"(%x, %b) : (tensor<3x301xf32>, tensor<301xf32>) -> tensor<3x301xf32>
+  %1 = "sdc.gelu"(%0) {approximate = "tanh"} : (tensor<3x301xf32>) -> tensor<3x301xf32>
+  return %1 : tensor<3x301xf32>
+}
+"""
+
+
+def run_each_config(exe, text: str, inputs: list[torch.Tensor], monkeypatch) -> int:
+    """Runs `exe` once per configuration: the i-th call runs each launch's i-th (its plan's own, then
+    its `tune` entries), checked against the reference each time; returns how many configurations
+    there are. (One that differs from an earlier one only by warps, which the interpreter ignores,
+    is not run again.)"""
+    from sdc.runtime import triton_launcher
+
+    steps = triton_launches(exe)
+    configs = {id(s): [triton_launcher.LaunchConfig(s.spec.constexprs, s.spec.num_warps, s.spec.grid),
+                       *(triton_launcher.LaunchConfig(t.constexprs, t.num_warps, t.grid) for t in s.spec.tune)]
+               for s in steps}
+    count = max(len(c) for c in configs.values())
+    assert {len(c) for c in configs.values()} == {count}
+    calls = record_constexprs(exe)
+    ran = []
+    for i in range(count):
+        blocks = [(c[i].constexprs, c[i].grid) for c in configs.values()]
+        if blocks in ran:
+            continue
+        ran.append(blocks)
+        monkeypatch.setattr(triton_launcher.TritonLaunch, "config", lambda self, *args, i=i: configs[id(self)][i])
+        check(text, exe, inputs, "f32")
+        for step, seen in zip(steps, calls):  # what ran is that configuration (the contiguous flag set per call)
+            want = configs[id(step)][i]
+            assert {k: v for k, v in seen[-1].items() if k in want.constexprs and k != "CONTIG"} == {
+                k: v for k, v in want.constexprs.items() if k != "CONTIG"}
+            assert seen[-1]["num_warps"] == want.num_warps
+    return count
+
+
+def test_every_elementwise_candidate_is_right_on_a_masked_tail(tmp_path, rng, monkeypatch):
+    monkeypatch.setattr(TritonRenderer, "tune_min_elements", 512)  # 3 x 301 = 903 elements tune
+    exe = compile_cuda(BIAS_GELU_2D, tmp_path / "ew.sdc")
+    inputs = [randn((3, 301), "f32", rng), randn((301,), "f32", rng)]
+    (kernel,) = [s["kernel"] for s in launches(tmp_path / "ew.sdc")]
+    assert (kernel["constexprs"]["BLOCK"], kernel["num_warps"]) == (1024, 4)  # its heuristic, then 3 others
+    assert run_each_config(exe, BIAS_GELU_2D, inputs, monkeypatch) == 4
+
+
+def test_every_row_candidate_is_right_on_a_masked_last_program(tmp_path, rng, monkeypatch):
+    monkeypatch.setattr(TritonRenderer, "tune_min_elements", 64)  # 3 x 5 rows of 20 tune
+    monkeypatch.setattr(TritonRenderer, "row_elements", 32 * 2)  # 2 rows a program: 15 rows leave a masked tail
+    text = SOFTMAX_ROWS.replace("5x14x", "3x5x").replace("5x14xf32", "3x5xf32")
+    inputs = [randn((3, 5, 20), "f32", rng), randn((20,), "f32", rng)]
+    exe = compile_cuda(text, tmp_path / "rows.sdc")
+    for launch in triton_launches(exe):
+        assert [(t.constexprs["ROWS"], t.num_warps) for t in launch.spec.tune] == [(2, 8), (4, 4), (4, 8), (1, 4)]
+    assert run_each_config(exe, text, inputs, monkeypatch) == 5
+
+
+def test_a_looping_row_candidate_is_right(tmp_path, rng, monkeypatch):
+    monkeypatch.setattr(TritonRenderer, "tune_min_elements", 64)
+    monkeypatch.setattr(TritonRenderer, "max_row_block", 16)  # 45 loops in steps of 16 (candidates: 32) ...
+    monkeypatch.setattr(TritonRenderer, "loop_row_block", 16)
+    text = SOFTMAX_ROWS.replace("20", "45").replace("5x14x", "2x3x").replace("5x14xf32", "2x3xf32")
+    exe = compile_cuda(text, tmp_path / "sm.sdc")
+    inputs = [randn((2, 3, 45), "f32", rng), randn((45,), "f32", rng)]
+    assert run_each_config(exe, text, inputs, monkeypatch) == 4  # 16 x 4, 16 x 8, 32 x 4, 32 x 8 warps
+
+
 # ---------------------------------------------------------------- a model end to end
 
 

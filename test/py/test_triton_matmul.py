@@ -9,6 +9,7 @@ slow: shapes stay small, a few programs per launch.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -196,7 +197,8 @@ func.func @main(%x: tensor<5x7xf32> {sdc.name = "x"}, %v: tensor<7xf32> {sdc.nam
 def test_configs_by_size_and_the_tf32_option():
     vals = values(x=(("M", 4096), "bf16"), w=((4096, 4096), "bf16"), y=(("M", 4096), "bf16"))
     big = generate_kernel([entry("matmul", ["x", "w"], "y")], ["x", "w"], ["y"], vals, "k0")
-    assert big.kernel["constexprs"] == {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 4}
+    assert big.kernel["constexprs"] == {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS": 0,
+                                        "num_stages": 4}
     assert big.kernel["num_warps"] == 8 and "input_precision=" not in big.source  # 16-bit: its own tensor cores
     vals = values(x=((20, 300), "f32"), w=((300, 9), "f32"), y=((20, 9), "f32"))
     ops = [entry("matmul", ["x", "w"], "y")]
@@ -208,8 +210,10 @@ def test_configs_by_size_and_the_tf32_option():
     assert "tune" not in small.kernel  # 20 x 9: one tile fits, nothing to tune
     tune = big.kernel["tune"]
     assert len(tune) >= 4 and all(set(t["constexprs"]) == set(big.kernel["constexprs"]) for t in tune)
-    assert {"constexprs": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_stages": 3},
+    assert {"constexprs": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "PROGRAMS": 0, "num_stages": 3},
             "num_warps": 8, "grid": ["((d0 + 127) // 128) * ((d1 + 255) // 256)"]} in tune
+    persistent = [t for t in tune if t["constexprs"]["PROGRAMS"]]  # a fixed grid of programs looping over tiles
+    assert persistent and all(t["grid"] == [str(TritonRenderer.persistent_programs)] for t in persistent)
 
 
 def test_tf32_precision_compiles_f32_matmuls_for_tf32_tensor_cores(tmp_path, rng):
@@ -263,6 +267,46 @@ def test_autotuning_times_the_candidates_once_and_caches_the_winner(tmp_path, rn
     (calls,) = record_constexprs(off)
     off(x, w, b)
     assert len(timed) == candidates and calls[0]["BLOCK_M"] == kernel["constexprs"]["BLOCK_M"]
+
+
+# ---------------------------------------------------------------- every candidate configuration
+
+
+def force_config(monkeypatch, config: triton_launcher.LaunchConfig) -> None:
+    """Every generated launch runs `config`, whatever the plan or the autotuner would choose."""
+    monkeypatch.setattr(triton_launcher.TritonLaunch, "config", lambda self, *args: config)
+
+
+def test_every_tune_candidate_of_a_large_bf16_product_is_right(tmp_path, rng, monkeypatch):
+    """A dynamic M makes the product *large*: the 16-bit candidates (128/256-wide tiles, group 16,
+    persistent ones) each run on M = 37 and 300 (one and several row tiles, masked edges)."""
+    text = DYNAMIC.replace("f32", "bf16")
+    exe = compile_cuda(text, tmp_path / "dyn.sdc")
+    (kernel,) = [k for k in kernels(tmp_path / "dyn.sdc") if k.get("template") == MATMUL]
+    configs = [{"constexprs": kernel["constexprs"], "num_warps": kernel["num_warps"], "grid": kernel["grid"]},
+               *kernel["tune"]]
+    assert len(configs) >= 8 and any(c["constexprs"]["PROGRAMS"] for c in configs)
+    assert len({json.dumps(c, sort_keys=True) for c in configs}) == len(configs)  # no duplicates
+    w = randn((29, 45), "bf16", rng, 0.4)
+    (calls,) = record_constexprs(exe)
+    for c in configs:
+        force_config(monkeypatch, triton_launcher.LaunchConfig(c["constexprs"], c["num_warps"], tuple(c["grid"])))
+        for b, s in ((1, 37), (3, 100)):
+            x = randn((b, s, 29), "bf16", rng, 0.4)
+            (y,) = exe(x, w)
+            assert_close(y, torch.tanh(x.double().reshape(-1, 29) @ w.double()), "bf16")
+            assert calls[-1] == {**c["constexprs"], "num_warps": c["num_warps"], "grid": calls[-1]["grid"]}
+
+
+def test_a_persistent_program_loops_over_tiles_of_every_batch(tmp_path, rng, monkeypatch):
+    """Five programs over 3 batches x 2 x 2 tiles of 16: each program computes two or three tiles."""
+    exe = compile_cuda(RESIDUAL, tmp_path / "bmm.sdc")
+    (kernel,) = kernels(tmp_path / "bmm.sdc")
+    persistent = {**kernel["constexprs"], "BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "PROGRAMS": 5}
+    force_config(monkeypatch, triton_launcher.LaunchConfig(persistent, 4, ("5",)))
+    x, w, r = randn((3, 17, 33), "f32", rng, 0.4), randn((33, 19), "f32", rng, 0.4), randn((3, 17, 19), "f32", rng)
+    (y,) = exe(x, w, r)
+    assert_close(y, torch.relu(x.double() @ w.double() + r.double()), "f32")
 
 
 # ---------------------------------------------------------------- a model end to end

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from sdc.codegen.triton.lower import KernelProgram, LoweringError, Node, TensorArg, WeightLookup, _Lowering
-from sdc.transforms.attention_pattern import NotAttention, match_attention
+from sdc.transforms.attention_pattern import AttentionMatch, NotAttention, causal_mask, match_attention
 
 if TYPE_CHECKING:
     from sdc.codegen.triton.renderer import TritonRenderer
@@ -90,12 +90,17 @@ class _AttentionLowering(_Lowering):
         v = operand(match.v, cols, outer, match.transpose_v)
         precision = {"input_precision": self.input_precision} if self.values[match.q]["dtype"] == "f32" else {}
         self.env[s] = self._node("dot", (), self.values[s]["dtype"], row=True, attrs={"lhs": q, "rhs": k, **precision})
-        for i in match.chain:
-            if self.ops[i]["outputs"][0] in self.maps:
-                self._lower(self.ops[i])
+        causal = causal_mask(self.ops, match, self.values, self._constant)
+        if causal is not None:  # the mask's values where keys are kept; the kernel compares indices for the rest
+            for vid, kept in causal.kept.items():
+                self.env[vid] = self._const(kept, self.values[vid]["dtype"])
+        for i in self._needed(match):
+            self._lower(self.ops[i])
         probs_dtype = self.values[match.probs]["dtype"]
         pv_precision = {"pv_input_precision": self.input_precision} if probs_dtype == "f32" else {}
         empty = {"zero_empty_rows": True} if match.zero_empty_rows else {}
+        if causal is not None:
+            empty["causal"] = causal.offset
         product_dtype = self.values[match.product]["dtype"]
         if product_dtype != self.values[match.output]["dtype"]:  # casts after the matmul: round to it first
             empty["round_to"] = product_dtype
@@ -106,6 +111,26 @@ class _AttentionLowering(_Lowering):
         result = TensorArg(match.output, self.values[match.output]["dtype"], out_map)
         names = [e["op"] for e in self.ops]
         return KernelProgram(ATTENTION, self.domain, self.args, [(result, out)], self.nodes, names)
+
+    def _needed(self, match: AttentionMatch) -> list[int]:
+        """The chain's ops that the softmax's operand needs, in order: all of them, less the mask ops
+        whose values a causal mask replaced by constants."""
+        wanted, out = {match.scores}, []
+        for i in reversed(match.chain):
+            e = self.ops[i]
+            result = e["outputs"][0]
+            if result in wanted and result in self.maps and result not in self.env:
+                out.append(i)
+                wanted.update(e["inputs"])
+        return out[::-1]
+
+    def _constant(self, vid: str):
+        """A weight's values as a numpy array (floats in float64), for `causal_mask`; None for anything else."""
+        t = self.weight(vid)
+        if t is None or not hasattr(t, "numpy"):
+            return None
+        t = t.detach().cpu()
+        return (t.double() if t.is_floating_point() else t).numpy()
 
     def _splat(self, vid: str) -> float | None:
         """A weight's value when all its elements are one value (the empty-row fix-up's -inf and 0)."""
@@ -141,8 +166,11 @@ def _next_power_of_2(n: int) -> int:
 
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages): the plan's own first, then what autotuning also times
-# (the tiles of Triton's fused-attention tutorial and FlashAttention-2's forward for Hopper-class GPUs)
-CONFIGS_16 = ((64, 64, 4, 2), (128, 64, 8, 2), (128, 32, 4, 3), (64, 32, 4, 3), (128, 128, 8, 2))
+# (the tiles of Triton's fused-attention tutorial and FlashAttention-2's forward for Hopper-class GPUs:
+# 128 queries a program, 3-4 stages; 8 warps for the wide tiles). For head dims past 64 the first tile
+# that keeps 4 warps is dropped by `attention_blocks`, so (128, 64, 8, 3) leads there.
+CONFIGS_16 = ((128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 4), (64, 32, 4, 4),
+              (64, 128, 4, 3), (64, 64, 4, 2))
 CONFIGS_F32 = ((64, 32, 4, 2), (32, 32, 4, 2), (64, 64, 4, 2))
 
 
@@ -191,9 +219,11 @@ def render_attention(renderer: TritonRenderer, p: KernelProgram) -> list[str]:
     def base(prefix: str, i: int, m) -> list[str]:
         return [f"{prefix}{i}"] + [f"i{d} * {prefix}{i}_s{d}" for d in m if d is not None and d < nb]
 
+    # a causal kernel runs the query blocks of the most keys first (the last ones): the GPU's waves end even
+    pid_m = "tiles_m - 1 - pid % tiles_m" if "causal" in att.attrs else "pid % tiles_m"
     lines = [f"pid = tl.program_id(0){wide}",
              f"tiles_m = ({M} + BLOCK_M - 1) // BLOCK_M",
-             "pid_m = pid % tiles_m"]
+             f"pid_m = {pid_m}"]
     if nb:
         lines.append("batch = pid // tiles_m")
         lines += _decompose("batch", nb)
@@ -212,13 +242,16 @@ def render_attention(renderer: TritonRenderer, p: KernelProgram) -> list[str]:
         lines += ["if _INTERPRETED:", "    q = q.to(tl.float32)"]
 
     names: dict[int, str] = {}
+    causal = att.attrs.get("causal")
 
-    def emit(n: Node, out: list[str]) -> None:
+    def emit(n: Node, out: list[str], masked: bool) -> None:
+        """A chain node's line; `masked`: the key block may pass the end of the keys (else every key is in)."""
         names[n.id] = f"x{n.id}"
         if n.op == "dot":
             kw = f', input_precision="{n.attrs["input_precision"]}"' if "input_precision" in n.attrs else ""
+            mask = "mask_d[:, None] & mask_n[None, :]" if masked else "mask_d[:, None]"
             out.append(f"kt = tl.load({' + '.join(base('a', k, p.args[k].map))} + rd[:, None] * a{k}_s{inner} + "
-                       f"rn[None, :] * a{k}_s{cols}, mask=mask_d[:, None] & mask_n[None, :], other=0.0)")
+                       f"rn[None, :] * a{k}_s{cols}, mask={mask}, other=0.0)")
             if p.args[k].dtype == "bf16":
                 out += ["if _INTERPRETED:", "    kt = kt.to(tl.float32)"]
             out.append(f"x{n.id} = tl.dot(q, kt{kw})")
@@ -241,32 +274,47 @@ def render_attention(renderer: TritonRenderer, p: KernelProgram) -> list[str]:
     chain = [n for n in p.nodes if n.op != ATTENTION]
     for n in chain:
         if not n.row:  # the same for every key: computed once
-            emit(n, lines)
+            emit(n, lines, masked=True)
     lines += ['m_i = tl.full([BLOCK_M], -float("inf"), tl.float32)',
               "l_i = tl.full([BLOCK_M], 0.0, tl.float32)",
               "acc = tl.full([BLOCK_M, BLOCK_E], 0.0, tl.float32)"]
-    body = ["rn = start + tl.arange(0, BLOCK_N)", f"mask_n = rn < {N}"]
-    for n in chain:
-        if n.row:
-            emit(n, body)
-    scores = names[att.args[0]]
     p_storage = STORAGE[att.attrs["p_dtype"]]
     pv_kw = (f', input_precision="{att.attrs["pv_input_precision"]}"' if "pv_input_precision" in att.attrs else "")
-    body += [f"s = tl.where(mask_n[None, :], {scores}, -float(\"inf\"))",
-             "m_new = tl.maximum(m_i, tl.reduce(s, 1, tl.standard._elementwise_max))",
-             # a row whose scores are all -inf so far keeps m = -inf: shift by 0 there, not by -inf - -inf
-             "shift = tl.where(m_new == -float(\"inf\"), 0.0, m_new)",
-             f"alpha = tl.exp2((m_i - shift) * {LOG2E})",
-             f"prob = tl.exp2((s - shift[:, None]) * {LOG2E})",
-             "l_i = l_i * alpha + tl.reduce(prob, 1, tl.standard._sum_combine)",
-             f"vt = tl.load({' + '.join(base('a', v, p.args[v].map))} + rn[:, None] * a{v}_s{cols} + "
-             f"re[None, :] * a{v}_s{outer}, mask=mask_n[:, None] & mask_e[None, :], other=0.0)",
-             f"prob = prob.to({p_storage})"]
-    if att.attrs["p_dtype"] == "bf16":
-        body += ["if _INTERPRETED:", "    prob = prob.to(tl.float32)", "    vt = vt.to(tl.float32)"]
-    body += [f"acc = tl.dot(prob, vt, acc * alpha[:, None]{pv_kw})", "m_i = m_new"]
-    bound = N if p.domain[cols] is None else str(p.domain[cols])
-    lines += renderer._loop("start", bound, "BLOCK_N", body)
+
+    def key_block(masked: bool, diagonal: bool) -> list[str]:
+        """One block of BLOCK_N keys: scores, the online softmax, acc += P V. `masked`: keys past the end
+        are set to -inf; `diagonal`: so are the keys a causal mask hides (j > i + offset)."""
+        body = ["rn = start + tl.arange(0, BLOCK_N)"] + ([f"mask_n = rn < {N}"] if masked else [])
+        for n in chain:
+            if n.row:
+                emit(n, body, masked)
+        scores = names[att.args[0]]
+        keep = " & ".join(["mask_n[None, :]"] * masked + [f"(rn[None, :] <= rm[:, None] + {causal})"] * diagonal)
+        body.append(f"s = tl.where({keep}, {scores}, -float(\"inf\"))" if keep else f"s = {scores}")
+        v_mask = "mask_n[:, None] & mask_e[None, :]" if masked else "mask_e[None, :]"
+        body += ["m_new = tl.maximum(m_i, tl.reduce(s, 1, tl.standard._elementwise_max))",
+                 # a row whose scores are all -inf so far keeps m = -inf: shift by 0 there, not by -inf - -inf
+                 "shift = tl.where(m_new == -float(\"inf\"), 0.0, m_new)",
+                 f"alpha = tl.exp2((m_i - shift) * {LOG2E})",
+                 f"prob = tl.exp2((s - shift[:, None]) * {LOG2E})",
+                 "l_i = l_i * alpha + tl.reduce(prob, 1, tl.standard._sum_combine)",
+                 f"vt = tl.load({' + '.join(base('a', v, p.args[v].map))} + rn[:, None] * a{v}_s{cols} + "
+                 f"re[None, :] * a{v}_s{outer}, mask={v_mask}, other=0.0)",
+                 f"prob = prob.to({p_storage})"]
+        if att.attrs["p_dtype"] == "bf16":
+            body += ["if _INTERPRETED:", "    prob = prob.to(tl.float32)", "    vt = vt.to(tl.float32)"]
+        return body + [f"acc = tl.dot(prob, vt, acc * alpha[:, None]{pv_kw})", "m_i = m_new"]
+
+    if causal is None:
+        bound = N if p.domain[cols] is None else str(p.domain[cols])
+        lines += renderer._loop("start", bound, "BLOCK_N", key_block(masked=True, diagonal=False))
+    else:
+        # FlashAttention's block skipping: the keys before `full_end` are seen by every query of the block
+        # (no mask at all), those up to `last` by some (an index compare), none after (not visited)
+        lines += [f"full_end = tl.minimum((pid_m * BLOCK_M + {causal + 1}) // BLOCK_N, {N} // BLOCK_N) * BLOCK_N",
+                  f"last = tl.minimum(pid_m * BLOCK_M + BLOCK_M + {causal}, {N})"]
+        lines += _span_loop(renderer, "0", "full_end", key_block(masked=False, diagonal=False))
+        lines += _span_loop(renderer, "full_end", "last", key_block(masked=True, diagonal=True))
     names[att.id] = "out"
     if att.attrs.get("zero_empty_rows"):
         # torch's fix-up for rows whose keys are all masked: 0, not 0/0 (l is 0 only when every score is -inf)
@@ -280,6 +328,15 @@ def render_attention(renderer: TritonRenderer, p: KernelProgram) -> list[str]:
     lines.append(f"tl.store({' + '.join(terms)}, {renderer._narrow('out', result.dtype)}, "
                  "mask=mask_m[:, None] & mask_e[None, :])")
     return lines
+
+
+def _span_loop(renderer: TritonRenderer, first: str, end: str, body: list[str]) -> list[str]:
+    """`for start in range(first, end, BLOCK_N)` over `body`, bounds computed in the kernel; a `while` loop
+    under the interpreter, which cannot take its scalars as `range` bounds (see TritonRenderer._loop)."""
+    renderer._interpreted_flag()
+    return ["if _INTERPRETED:", f"    start = {first}", f"    while start < {end}:",
+            *("        " + b for b in body), "        start += BLOCK_N",
+            "else:", f"    for start in range({first}, {end}, BLOCK_N):", *("        " + b for b in body)]
 
 
 def _decompose(flat: str, rank: int) -> list[str]:

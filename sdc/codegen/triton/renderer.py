@@ -12,7 +12,8 @@ with triton 3.6 on the GPU host and run under TRITON_INTERPRET=1 with the triton
 
 Kernel signature: for each tensor argument, then each result, its pointer and one stride per domain
 dim (`a0, a0_s0, ..., a0_s2`; 0 along a dim it broadcasts), then the domain sizes `d0 .. d{R-1}`,
-then the constexprs (`BLOCK`, `RBLOCK`, or `BLOCK_M`/`BLOCK_N`/`BLOCK_K`/`GROUP_M`). The launcher (sdc/runtime/triton_launcher.py) computes
+then the constexprs (`BLOCK`, `RBLOCK`, or `BLOCK_M`/`BLOCK_N`/`BLOCK_K`/`GROUP_M`/`PROGRAMS`).
+The launcher (sdc/runtime/triton_launcher.py) computes
 the strides and sizes from the tensors at each call, so one kernel serves every dynamic size.
 
 Floats of 16 bits compute in f32 registers (loaded widened, stored rounded); an explicit cast to
@@ -103,13 +104,16 @@ class MatmulConfig:
     group_m: int = 8  # row tiles that run one after another over the same columns of B, while those sit in L2
     num_warps: int = 4
     num_stages: int = 3
+    # 0: one program per output tile. Otherwise a persistent kernel: this many programs (the device's
+    # SMs), each looping over the tiles pid, pid + programs, ... (matmul template only)
+    programs: int = 0
 
     def clamped(self, m: int | None, n: int | None, k: int | None) -> "MatmulConfig":
         """The same, with each block no larger than the next power of 2 of a static size (tl.dot needs >= 16)."""
         def fit(block: int, size: int | None) -> int:
             return block if size is None else max(16, min(block, _next_power_of_2(size)))
         return MatmulConfig(fit(self.block_m, m), fit(self.block_n, n), fit(self.block_k, k), self.group_m,
-                            self.num_warps, self.num_stages)
+                            self.num_warps, self.num_stages, self.programs)
 
 
 def literal(value: Any) -> str:
@@ -141,10 +145,20 @@ class TritonRenderer:
     # registers per thread for one row value: num_warps grows with the row. A 4096 bf16 row ran best with
     # 4 warps on the H200 (softmax 3.97 TB/s, layernorm 3.89; 8 warps 3.94 / 3.72, 16 warps 3.26 / 3.22)
     row_values_per_thread = 32
+    # Autotuning of the bandwidth-bound templates: only a domain this large tunes. On the H200 (2026-12-02)
+    # tuning gained nothing on 128M-element softmax and layer norm rows (0.137 against 0.136 ms, 0.139
+    # against 0.138) and cost ResNet-50 b64's first call 1.2 s (its five 51M-element kernels): the
+    # heuristic's blocks are right for those sizes, so only larger domains time their candidates.
+    tune_min_elements = 1 << 28
+    # what an elementwise launch of a tuned size times beside its heuristic: (BLOCK, num_warps)
+    elementwise_tune = ((1024, 4), (2048, 8), (4096, 4), (4096, 8))
+    # what a row launch of a tuned size times beside its heuristic, as factors: (rows per program, warps)
+    # relative to the heuristic's (a looping row scales its step RBLOCK instead of the rows)
+    row_tune = ((1, 2), (2, 1), (2, 2), (0.5, 1))
+    max_row_program = 8192  # the most row values one candidate's program holds (rows x RBLOCK)
     int32_index_limit = 2**31 - 1  # static domains at most this large index in int32, the rest in int64
-    # The matmul template's static configurations by size (no autotuning yet: `matmul_candidates` is the
-    # hook, today it returns the one of these that fits). Keys: operand width (f32, or f16/bf16) and
-    # the size class of the product (see matmul_candidates).
+    # The matmul template's plan configuration by size (`matmul_candidates` puts it first, then the
+    # `matmul_tune` ones). Keys: operand width (f32, or f16/bf16) and the size class of the product.
     matmul_configs = {
         ("f32", "small"): MatmulConfig(32, 32, 32, num_warps=4, num_stages=2),
         ("f32", "medium"): MatmulConfig(64, 64, 32, num_warps=4, num_stages=3),
@@ -153,15 +167,25 @@ class TritonRenderer:
         ("16", "medium"): MatmulConfig(64, 64, 64, num_warps=4, num_stages=3),
         ("16", "large"): MatmulConfig(128, 128, 64, num_warps=8, num_stages=4),
     }
+    # The programs of a persistent matmul candidate: the SMs of an H100 / H200 (elsewhere it is only
+    # a worse candidate, which the autotuner's measurement rejects; idle programs exit at once).
+    persistent_programs = 132
     # What autotuning tries beside those (the tiles of Triton's matmul tutorial and Inductor's mm
-    # configs that suit Hopper: 128/256-wide tiles, 3-4 stages of shared memory, 4 or 8 warps).
+    # configs that suit Hopper: 128/256-wide tiles, 3-5 stages of shared memory (a 128 x 256 x 64
+    # bf16 stage is 48 KB of the 227 a block may have), 4 or 8 warps, wider groups, and persistent
+    # variants of the two largest tiles, Triton's persistent-matmul tutorial design).
     matmul_tune = {
         ("16", "large"): (MatmulConfig(128, 256, 64, num_warps=8, num_stages=3),
                           MatmulConfig(256, 128, 64, num_warps=8, num_stages=3),
                           MatmulConfig(128, 128, 64, num_warps=4, num_stages=4),
                           MatmulConfig(128, 256, 64, num_warps=8, num_stages=4),
+                          MatmulConfig(256, 128, 64, num_warps=8, num_stages=4),
+                          MatmulConfig(128, 256, 64, group_m=16, num_warps=8, num_stages=4),
+                          MatmulConfig(128, 128, 64, num_warps=8, num_stages=5),
                           MatmulConfig(64, 256, 64, num_warps=4, num_stages=4),
-                          MatmulConfig(128, 64, 64, num_warps=4, num_stages=4)),
+                          MatmulConfig(128, 64, 64, num_warps=4, num_stages=4),
+                          MatmulConfig(128, 256, 64, num_warps=8, num_stages=4, programs=persistent_programs),
+                          MatmulConfig(128, 128, 64, num_warps=8, num_stages=4, programs=persistent_programs)),
         ("16", "medium"): (MatmulConfig(128, 64, 64, num_warps=4, num_stages=4),
                            MatmulConfig(64, 128, 64, num_warps=4, num_stages=4),
                            MatmulConfig(32, 64, 64, num_warps=4, num_stages=4)),
@@ -225,7 +249,9 @@ class TritonRenderer:
         return out
 
     def tune_blocks(self, program: KernelProgram) -> list[dict[str, int]]:
-        """Every launch configuration worth timing, `plan_blocks` first (only matmuls have more)."""
+        """Every launch configuration worth timing, `plan_blocks` first: a matmul's, conv's and
+        attention's tiles; an elementwise or row kernel's blocks and warps when its domain has at least
+        `tune_min_elements` (static) elements, else only the heuristic's."""
         if program.template == ATTENTION:
             return attention_blocks(program)
         if program.template == "conv":
@@ -234,10 +260,50 @@ class TritonRenderer:
             candidates = conv_candidates(self, program)
         elif program.template == MATMUL:
             candidates = self.matmul_candidates(program)
+        elif program.template == ELEMENTWISE:
+            return self._elementwise_candidates(program)
         else:
-            return [self.plan_blocks(program)]
+            return self._row_candidates(program)
+        persistent = {} if program.template == "conv" else {"PROGRAMS": 0}  # a matmul constexpr only
         return [{"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m,
+                 **({"PROGRAMS": c.programs} if persistent else {}),
                  "num_warps": c.num_warps, "num_stages": c.num_stages} for c in candidates]
+
+    def _elementwise_candidates(self, program: KernelProgram) -> list[dict[str, int]]:
+        """The heuristic's blocks, then (large domains only) each `elementwise_tune` (BLOCK, warps)."""
+        default = self.plan_blocks(program)
+        numel = _static_numel(program.domain[:_iterated(program)])
+        if numel is None or numel < self.tune_min_elements:
+            return [default]
+        out = [default]
+        for block, warps in self.elementwise_tune:
+            c = {**default, "BLOCK": block, "num_warps": warps}
+            if c not in out:
+                out.append(c)
+        return out
+
+    def _row_candidates(self, program: KernelProgram) -> list[dict[str, int]]:
+        """The heuristic's blocks, then (large domains only) each `row_tune` scaling of its rows per
+        program (its step RBLOCK for a looping row) and warps, at most `max_row_program` values a
+        program and 16 warps."""
+        default = self.plan_blocks(program)
+        numel = _static_numel(program.domain)
+        if numel is None or numel < self.tune_min_elements:
+            return [default]
+        rows = _static_numel(program.domain[:-1])
+        out = [default]
+        for scale, warp_scale in self.row_tune:
+            c = dict(default)
+            if default.get("looped"):
+                c["RBLOCK"] = int(default["RBLOCK"] * scale)
+                values = c["RBLOCK"]
+            else:
+                c["ROWS"] = min(int(default["ROWS"] * scale), _next_power_of_2(rows))
+                values = c["RBLOCK"] * c["ROWS"]
+            c["num_warps"] = min(16, default["num_warps"] * warp_scale)
+            if c["RBLOCK"] >= 16 and c.get("ROWS", 1) >= 1 and values <= self.max_row_program and c not in out:
+                out.append(c)
+        return out
 
     def plan_blocks(self, program: KernelProgram) -> dict[str, int]:
         """The constexprs of the kernel: BLOCK and CONTIG (elementwise), RBLOCK, ROWS and whether the
@@ -287,6 +353,8 @@ class TritonRenderer:
 
             return conv_grid(blocks)
         if program.template == MATMUL:
+            if blocks.get("PROGRAMS"):  # persistent: a fixed number of programs loop over the tiles
+                return [str(blocks["PROGRAMS"])]
             *batch, m, n, _ = dims
             tiles = [f"(({m} + {blocks['BLOCK_M'] - 1}) // {blocks['BLOCK_M']})",
                      f"(({n} + {blocks['BLOCK_N'] - 1}) // {blocks['BLOCK_N']})"]
@@ -495,12 +563,13 @@ class TritonRenderer:
         M, N, K = (f"d{nb}", f"d{nb + 1}", f"d{nb + 2}")
         rows, cols, inner = nb, nb + 1, nb + 2
         wide = self.index_type(p)
-        lines = [f"pid = tl.program_id(0){wide}",
-                 f"tiles_m = ({M} + BLOCK_M - 1) // BLOCK_M",
-                 f"tiles_n = ({N} + BLOCK_N - 1) // BLOCK_N",
-                 "tile = pid % (tiles_m * tiles_n)"]
+        head = [f"pid = tl.program_id(0){wide}",
+                f"tiles_m = ({M} + BLOCK_M - 1) // BLOCK_M",
+                f"tiles_n = ({N} + BLOCK_N - 1) // BLOCK_N"]
+        # `job`: the output tile (of every batch) this program computes
+        lines = ["tile = job % (tiles_m * tiles_n)"]
         if nb:
-            lines.append("batch = pid // (tiles_m * tiles_n)")
+            lines.append("batch = job // (tiles_m * tiles_n)")
             lines += _decompose("batch", nb)
         lines += ["# grouped ordering: GROUP_M row tiles in turn read the same columns of B while they are in L2",
                   "width = GROUP_M * tiles_n",
@@ -540,7 +609,20 @@ class TritonRenderer:
         for i, (r, node) in enumerate(p.results):
             terms = batch_terms("o", i, r.map) + [f"rm[:, None] * o{i}_s{rows}", f"rn[None, :] * o{i}_s{cols}"]
             lines.append(f"tl.store(o{i} + {' + '.join(terms)}, {self._narrow(names[node], r.dtype)}, mask=mask)")
-        return lines
+        return head + self._persistent(lines, " * ".join(["tiles_m * tiles_n", *(f"d{d}" for d in range(nb))]))
+
+    def _persistent(self, body: list[str], jobs: str) -> list[str]:
+        """`body` once for the tile `job = pid`, or, when the constexpr PROGRAMS is set, in a loop over
+        the tiles pid, pid + PROGRAMS, ... < `jobs` (a persistent kernel: its grid is PROGRAMS). The
+        compiled loop is `tl.range(..., flatten=True)`, so that the software pipeline runs across
+        tiles (the next tile's loads overlap this one's epilogue); the interpreter loops with `while`."""
+        self._interpreted_flag()
+        loop = [f"for job in tl.range(pid, {jobs}, PROGRAMS, flatten=True):", *("    " + b for b in body)]
+        interpreted = ["job = pid", f"while job < {jobs}:", *("    " + b for b in body), "    job += PROGRAMS"]
+        return ["if PROGRAMS:",
+                "    if _INTERPRETED:", *("        " + b for b in interpreted),
+                "    else:", *("        " + b for b in loop),
+                "else:", "    job = pid", *("    " + b for b in body)]
 
     def _dot(self, p: KernelProgram, n: Node, batch_terms, rows: int, cols: int, inner: int) -> list[str]:
         """The K loop: fp32 accumulation of tl.dot over BLOCK_K slices of both operands, masked at the edges."""
