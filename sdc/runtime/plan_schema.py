@@ -580,19 +580,27 @@ def _source_and_entry(raw: dict, where: str, backend: str, file: re.Pattern, suf
     return source, entry
 
 
+def _domain_and_tensors(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], values: dict[str, Value],
+                        where: str, backend: str) -> tuple[list, tuple, tuple]:
+    """A generated kernel's `domain` (sizes, null where known only at run time), its tensor `args`
+    and `results` over it; the results must be the launch's outputs."""
+    domain = raw.get("domain")
+    if not isinstance(domain, list) or not all(d is None or (_is_int(d) and d >= 0) for d in domain):
+        raise PlanError(f"{where}: 'domain' must list sizes or null, found {_short(domain)}")
+    args = _kernel_tensors(raw, "args", inputs, values, len(domain), where)
+    results = _kernel_tensors(raw, "results", outputs, values, len(domain), where)
+    if sorted(r.value for r in results) != sorted(outputs):
+        raise PlanError(f"{where}: a {backend} kernel's 'results' must be the launch's outputs {list(outputs)}")
+    return domain, args, results
+
+
 def _triton_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], values: dict[str, Value],
                    where: str) -> TritonKernel:
     """Check a triton `kernel` object: its file, entry, domain, tensors, grid and constexprs."""
     source, entry = _source_and_entry(raw, where, "triton", _KERNEL_FILE, "py", "Python")
     template = raw.get("template", "")
-    domain = raw.get("domain")
-    if not isinstance(domain, list) or not all(d is None or (_is_int(d) and d >= 0) for d in domain):
-        raise PlanError(f"{where}: 'domain' must list sizes or null, found {_short(domain)}")
+    domain, args, results = _domain_and_tensors(raw, inputs, outputs, values, where, "triton")
     rank = len(domain)
-    args = _kernel_tensors(raw, "args", inputs, values, rank, where)
-    results = _kernel_tensors(raw, "results", outputs, values, rank, where)
-    if sorted(r.value for r in results) != sorted(outputs):
-        raise PlanError(f"{where}: a triton kernel's 'results' must be the launch's outputs {list(outputs)}")
     grid, constexprs, warps = _launch_config(raw, rank, where)
     flag = raw.get("contiguous_flag")
     if flag is not None and (not isinstance(flag, str) or flag not in constexprs):
@@ -644,14 +652,8 @@ def _cuda_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], v
                  where: str) -> CudaKernel:
     """Check a cuda `kernel` object: its file, entry, domain, tensors, grid, block, shared memory, scalars."""
     source, entry = _source_and_entry(raw, where, "cuda", _CUDA_FILE, "cu", "C")
-    domain = raw.get("domain")
-    if not isinstance(domain, list) or not all(d is None or (_is_int(d) and d >= 0) for d in domain):
-        raise PlanError(f"{where}: 'domain' must list sizes or null, found {_short(domain)}")
+    domain, args, results = _domain_and_tensors(raw, inputs, outputs, values, where, "cuda")
     rank = len(domain)
-    args = _kernel_tensors(raw, "args", inputs, values, rank, where)
-    results = _kernel_tensors(raw, "results", outputs, values, rank, where)
-    if sorted(r.value for r in results) != sorted(outputs):
-        raise PlanError(f"{where}: a cuda kernel's 'results' must be the launch's outputs {list(outputs)}")
     if any(t.layout is not None for t in (*args, *results)):
         raise PlanError(f"{where}: a cuda kernel's tensors are dense in row-major order (no 'layout')")
     grid = _grid_exprs(raw, rank, where)

@@ -179,14 +179,18 @@ def test_compiled_model_runs_packed_convolutions_at_several_batches():
     convs = [op for op in exe._executor.program if isinstance(op, PreparedOp) and op.name == "conv"]
     assert len(convs) == 2 and all(op.kernel.__qualname__.startswith("packed_conv") for op in convs)
     for b in (1, 5):
-        x = torch.randn(b, 3, 10, 10)
-        with torch.no_grad():
-            want = net.double()(x.double()).numpy()
-            net.float()
-        got = exe(x.numpy())
-        got = got[0] if isinstance(got, (list, tuple)) else got
-        np.testing.assert_allclose(np.asarray(got), want, **TOLERANCE)
+        _matches_float64(exe, net, torch.randn(b, 3, 10, 10))
 
+
+
+def _matches_float64(exe, net: torch.nn.Module, x: torch.Tensor) -> None:
+    """The compiled module's output on `x` against the module itself in float64."""
+    with torch.no_grad():
+        want = net.double()(x.double()).numpy()
+        net.float()
+    got = exe(x.numpy())
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    np.testing.assert_allclose(np.asarray(got), want, **TOLERANCE)
 
 # Unary epilogues (reference_kernels.EPILOGUE_UNARY): (op, attributes, float64 reference). The
 # hard_sigmoid of ONNX's default constants and the clip with an open bound have no oneDNN post-op:
@@ -266,10 +270,4 @@ def test_compiled_mobilenet_block_merges_its_activations_at_symbolic_shapes():
     # torch's export writes hardswish and hardsigmoid as arithmetic around a clip (ONNX's as one op each)
     assert ("relu",) in merged and ("clip",) in merged, merged
     for b, s in ((1, 7), (3, 12)):
-        x = torch.randn(b, 8, s, s)
-        with torch.no_grad():
-            want = net.double()(x.double()).numpy()
-            net.float()
-        got = exe(x.numpy())
-        got = got[0] if isinstance(got, (list, tuple)) else got
-        np.testing.assert_allclose(np.asarray(got), want, **TOLERANCE)
+        _matches_float64(exe, net, torch.randn(b, 8, s, s))
