@@ -19,6 +19,11 @@ _NOT_ONE_TOP_LEVEL_OP = "source must contain a single top-level operation"
 # gigabytes and abort the process ("LLVM ERROR: out of memory"). Read the numbers first.
 MAX_RESULTS = 1 << 16
 _RESULT_NUMBER = re.compile(r"%[A-Za-z0-9_$.\-]+(?:#|:\s*)(\d+)")
+# A dense array attribute's element type. The MLIR Python bindings give a dense array of any other
+# element type no Python class, and reading one (the verifier reads every attribute) throws inside
+# MLIR's C++, which aborts the process: `array<i640: 0>` must be refused before it is parsed.
+_DENSE_ARRAY = re.compile(r"\barray<\s*([A-Za-z_][A-Za-z0-9_]*)")
+READABLE_ARRAY_TYPES = ("i1", "i8", "i16", "i32", "i64", "f32", "f64")
 
 
 def parse_top_level(text: str, source_name: str) -> ir.Operation:
@@ -32,10 +37,15 @@ def parse_top_level(text: str, source_name: str) -> ir.Operation:
         line = text.count("\n", 0, text.index("\x00")) + 1
         raise SdcError(f"{source_name}:{line}: the text holds a NUL byte (binary input, not IR text)")
     for line, code in enumerate(text.splitlines(), 1):
-        for m in _RESULT_NUMBER.finditer(code.split("//", 1)[0]):  # comments are not IR
+        code = code.split("//", 1)[0]  # comments are not IR
+        for m in _RESULT_NUMBER.finditer(code):
             if int(m.group(1)) >= MAX_RESULTS:
                 raise SdcError(f"{source_name}:{line}: '{m.group(0)}' names result {m.group(1)}; an op has at "
                                f"most {MAX_RESULTS} results")
+        for m in _DENSE_ARRAY.finditer(code):
+            if m.group(1) not in READABLE_ARRAY_TYPES:
+                raise SdcError(f"{source_name}:{line}: a dense array of element type {m.group(1)} "
+                               f"('{m.group(0)}'); sdc reads dense arrays of {', '.join(READABLE_ARRAY_TYPES)}")
     try:
         return ir.Operation.parse(text, source_name=source_name)
     except MLIRError as e:
