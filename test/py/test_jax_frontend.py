@@ -99,7 +99,16 @@ def test_transformer_block_with_layer_norm(rng):
     p = block_params(rng)
     exe = sdc.compile(block, (p, normal(rng, 2, 4, 8)))
     x = normal(rng, 2, 4, 8)
-    np.testing.assert_allclose(exe(p, x), block(p, x), **TOL)
+    _block_matches(exe(p, x), block(p, x))
+
+
+def _block_matches(got, want) -> None:
+    """`TOL`, with the absolute part scaled to the outputs: the block's reach about 40, and an
+    element near 0 there carries the rounding of sums of that size (f32: a few 1e-6 of it), which an
+    absolute 1e-5 does not always cover."""
+    want = np.asarray(want)
+    atol = max(TOL["atol"], 2e-6 * float(np.abs(want).max()))
+    np.testing.assert_allclose(got, want, rtol=TOL["rtol"], atol=atol)
 
 
 def test_symbolic_batch_runs_at_several_sizes(rng):
@@ -109,7 +118,7 @@ def test_symbolic_batch_runs_at_several_sizes(rng):
     assert str(exe.inputs[-1]) == "x: f32[b, 4, 8]"
     for batch in (1, 3, 6):
         x = normal(rng, batch, 4, 8)
-        np.testing.assert_allclose(exe(p, x), block(p, x), **TOL)
+        _block_matches(exe(p, x), block(p, x))
 
 
 def test_pytrees_in_and_out(rng):
