@@ -418,12 +418,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep Triton's, Inductor's and sdc's on-disk caches (default: fresh ones, so compile times are cold)")
     parser.add_argument("--max-autotune", action="store_true",
                         help="also time torch.compile(mode='max-autotune') on the models (minutes of tuning)")
-    parser.add_argument("--cudnn-benchmark", action="store_true",
-                        help="torch.backends.cudnn.benchmark on for every system (cuDNN times its algorithms "
-                             "at each convolution shape's first call)")
     args = parser.parse_args(argv)
     parts = set(args.only or ("kernels", "models", "host"))
-    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     if not args.warm_caches:  # compile times measured cold: no kernel or tuning result from an earlier run
         cold = Path(tempfile.mkdtemp(prefix="sdc-bench-cold-"))
         for var in ("TRITON_CACHE_DIR", "SDC_AUTOTUNE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
@@ -434,8 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     import triton
 
     meta = {"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "triton": triton.__version__, "python": platform.python_version(), "sdc": sdc.__version__,
-            "cudnn_benchmark": args.cudnn_benchmark}
+            "triton": triton.__version__, "python": platform.python_version(), "sdc": sdc.__version__}
     print(meta, flush=True)
     rows, models = [], []
     with tempfile.TemporaryDirectory(prefix="sdc-bench-") as tmp:
