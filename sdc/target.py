@@ -44,6 +44,8 @@ class Target:
                         recomputes a cheap op only when it saves more traffic than this many flops)
     has_triton_backend  its kernels are generated as Triton source (False: the plan's kernel groups
                         run through their reference semantics, torch ops)
+    has_c_backend       the kernel groups a template fits are generated as C, compiled on the host at
+                        load (sdc/codegen/cpu); the others run through torch ops
     default_precision   the dtype floating-point math computes in unless the options say otherwise
     precisions          the precisions it compiles and runs (`--precision`); bf16/f16 run the
                         sdc-mixed-precision pass
@@ -64,6 +66,7 @@ class Target:
     device: str = "cpu"
     precisions: tuple[str, ...] = ("f32",)
     precision_not_yet: str = ""
+    has_c_backend: bool = False
 
     def check_supported(self) -> None:
         """SdcError unless sdc can compile for this target and run the result."""
@@ -77,13 +80,14 @@ class Target:
 _TARGETS: tuple[Target, ...] = (
     Target(
         name="cpu",
-        description="the reference backend: torch CPU ops run each kernel group (development and CI)",
+        description="the host CPU: generated C kernels where a template fits, torch CPU ops for the rest",
         preferred_layouts=(
             LayoutPreference("convolution", "channels_last", 1.0,
                              "torch's CPU convolutions (oneDNN) run channels-last about twice as fast as NCHW"),
         ),
         flops_per_byte=8.0,
         has_triton_backend=False,
+        has_c_backend=True,
         default_precision="f32",
         supported=True,
         # torch runs every op family sdc lowers (matmul, convolution, elementwise) in bf16 and f16 on the CPU

@@ -1,7 +1,7 @@
 """Which kernel groups of a plan are generated kernels and which run through torch (`sdc inspect`).
 
-A launch's backend is `triton` or `cuda` (a Triton or CUDA C++ kernel sdc generated, in the artifact's
-kernels/; the CUDA C++ ones are listed by op chain, as `CUDA C++: ...`) or `reference`
+A launch's backend is `triton`, `cuda` or `c` (a Triton, CUDA C++ or C kernel sdc generated, in the
+artifact's kernels/; the CUDA C++ ones are listed by op chain, as `CUDA C++: ...`) or `reference`
 (each op of the group a torch call). On cuda a torch call of a convolution runs in cuDNN and one of
 a matmul in cuBLAS: vendor libraries, which the GPU issue lets serve a group only where that is
 measured to be faster, and asks `sdc inspect` to name. A convolution group whose epilogue the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sdc.runtime.format import CUDA, LAUNCH, launch_ops
+from sdc.runtime.format import C, CUDA, LAUNCH, TRITON, launch_ops
 
 # op family (sdc.dialect.opdef) -> the library torch calls for it on cuda
 VENDOR_LIBRARY = {"convolution": "cuDNN", "contraction": "cuBLAS"}
@@ -60,11 +60,14 @@ def _cudnn_fused(step: dict, rank: dict) -> bool:
 def backend_lines(rank: dict, target: str) -> list[str]:
     """Lines for one rank: a count per backend, then the reference groups per library and op chain."""
     launches = [s for s in rank.get("steps", []) if s.get("kind") == LAUNCH]
-    generated = [s for s in launches if (s.get("kernel") or {}).get("backend") == "triton"]
+    generated = [s for s in launches if (s.get("kernel") or {}).get("backend") == TRITON]
     cuda_cpp = [s for s in launches if (s.get("kernel") or {}).get("backend") == CUDA]
-    through_torch = [s for s in launches if (s.get("kernel") or {}).get("backend") not in ("triton", CUDA)]
-    head = (f"kernels: {len(generated)} generated (Triton), "
+    c_kernels = [s for s in launches if (s.get("kernel") or {}).get("backend") == C]
+    through_torch = [s for s in launches if (s.get("kernel") or {}).get("backend") not in (TRITON, CUDA, C)]
+    # a CPU plan with C kernels has no Triton ones: its line counts C kernels (and those through torch)
+    head = ("kernels: " + (f"{len(generated)} generated (Triton), " if generated or not c_kernels else "")
             + (f"{len(cuda_cpp)} generated (CUDA C++), " if cuda_cpp else "")
+            + (f"{len(c_kernels)} generated (C), " if c_kernels else "")
             + f"{len(through_torch)} through torch")
     # the CUDA C++ groups (SDC_CUDA_CPP) by op chain, so a reader sees which kernels are not Triton
     cuda_groups: dict[str, list[str]] = {}

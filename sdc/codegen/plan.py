@@ -110,6 +110,7 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = DE
         return _build_ranks(module_op, params or {}, target, mesh)
     with module_op.context:
         builder = _RankBuilder(0, params or {}, reference_kernels=not get_target(target).has_triton_backend,
+                               c_kernels=_c_kernels(target),
                                precision=_module_precision(module_op))
         entry = entry_function(module_op)
         inputs, outputs = builder.walk(entry)
@@ -117,6 +118,15 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = DE
         state = state_table(entry, inputs, outputs, params or {}, builder.plan.weights)
     return Plan(target=target, mesh=mesh, world_size=world_size, inputs=inputs, outputs=outputs, guards=guards,
                 ranks=[builder.plan], state=state)
+
+
+def _c_kernels(target: str) -> bool:
+    """Whether the plan's kernel groups become generated C kernels: the target has the C backend and
+    `SDC_C_KERNELS` does not turn it off (0/off: every group runs through torch, for comparisons)."""
+    import os
+
+    return get_target(target).has_c_backend and os.environ.get("SDC_C_KERNELS", "1").strip().lower() not in (
+        "0", "off", "no", "false")
 
 
 def _module_precision(module_op) -> str:
@@ -137,6 +147,7 @@ def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: d
         entry = entry_function(module_op)
         for rank in range(mesh.world_size):
             builder = _RankBuilder(rank, params, reference_kernels=not get_target(target).has_triton_backend,
+                                   c_kernels=_c_kernels(target),
                                    precision=_module_precision(module_op))
             builder.mesh = mesh
             inputs, outputs = builder.walk(entry)
@@ -160,10 +171,12 @@ class _RankBuilder:
     weights alone evaluated now) and the work steps; `finish` then adds what needs the whole program
     (reference kernel choices, in-place flags, free steps)."""
 
-    def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True, precision: str = "f32"):
+    def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True, precision: str = "f32",
+                 c_kernels: bool = False):
         self.plan = RankPlan(rank)
         self.params = params
         self.reference_kernels = reference_kernels  # the target runs the kernel groups by reference semantics
+        self.c_kernels = c_kernels  # ... except those a C template fits (the CPU target, sdc/codegen/cpu)
         self.precision = precision  # the module's `sdc.precision` (tf32 lets generated f32 matmuls use tf32)
         self.ids: dict[Any, str] = {}  # ir.Value -> value id
         self.work: list[dict] = []  # launch and collective steps, in order (free steps go between them)
@@ -454,6 +467,8 @@ class _RankBuilder:
             if step["kind"] == LAUNCH:
                 _mark_in_place(step["kernel"]["ops"], readers, self.plan.values, self.plan.outputs)
         self._lay_out_steps(readers)
+        if self.c_kernels:
+            self._generate_c_kernels()
         if not self.reference_kernels:
             self._generate_kernels()
             from sdc.codegen.memory import write_concats_in_place  # generated kernels write their slices
@@ -495,6 +510,36 @@ class _RankBuilder:
             self.plan.kernel_sources[path] = generated.source
             step["kernel"] = {"backend": generated.kernel["backend"], "source": path,
                               **{k: v for k, v in generated.kernel.items() if k != "backend"}}
+
+    def _generate_c_kernels(self) -> None:
+        """Each launch that a C template fits becomes a generated C kernel (backend "c"): all of the
+        rank's functions in one source file, compiled at load (sdc/codegen/cpu). The launch keeps its
+        ops, which the runtime runs through torch instead where the C kernel does not apply (a large
+        product on several threads, a run-time broadcast, no C compiler on the host)."""
+        from sdc.codegen.cpu.generate import C_SOURCE, c_kernel
+        from sdc.codegen.cpu.renderer import CRenderer
+        from sdc.codegen.triton import LoweringError
+
+        renderer = CRenderer()
+        functions: list[str] = []
+        source = C_SOURCE if self.mesh is None else C_SOURCE.replace(".c", f"_r{self.plan.rank}.c")
+        for step in self.plan.steps:
+            if step["kind"] != LAUNCH or any(e["op"] in ("conv", "custom") for e in step["kernel"]["ops"]):
+                continue  # convolutions: oneDNN; custom ops: the user's own reference
+            ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
+            entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
+            try:
+                generated = c_kernel(renderer, ops, step["inputs"], step["outputs"], self.plan.values, entry,
+                                     self.weight_tensor)
+            except LoweringError as e:
+                step["kernel"]["why_reference"] = str(e)
+                continue
+            functions.append(generated.source)
+            step["kernel"] = {"backend": generated.kernel["backend"], "source": f"{KERNELS_DIR}/{source}",
+                              **{k: v for k, v in generated.kernel.items() if k != "backend"},
+                              "ops": step["kernel"]["ops"]}
+        if functions:
+            self.plan.kernel_sources[f"{KERNELS_DIR}/{source}"] = renderer.file(functions)
 
     def _store_laid_out(self, vid: str, layout: tuple[int, ...]) -> None:
         """A convolution's weight stored in physical order `layout` (the runtime views it back logically,

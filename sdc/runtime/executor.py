@@ -314,7 +314,7 @@ class ReferenceExecutor:
         """`error(message)` makes the SdcError for a plan that does not fit its weights (naming the
         artifact and plan.json). `comm` runs the collectives (sdc.runtime.distributed); `device` is
         where the tensors live; `kernels` reads the artifact's generated kernel sources
-        (`sdc.runtime.triton_launcher.KernelSources`), for launches whose backend is triton or cuda. `tf32`:
+        (`sdc.runtime.triton_launcher.KernelSources`), for launches whose backend is triton, cuda or c. `tf32`:
         the artifact's precision is tf32, so torch's f32 matmuls and convolutions may use TF32 on
         cuda (`fp32_math`); otherwise they compute in full f32."""
         self.mesh = dict(mesh)
@@ -349,6 +349,7 @@ class ReferenceExecutor:
         self.segments: list[tuple[StepInfo | None, tuple[Callable[[list, RunState], None], ...]]] = []
         self.kernel_count = 0
         view_slots = frozenset(self.slots[s.value] for s in program.steps if isinstance(s, S.View))
+        c_libraries = None  # the compiled C sources (c_launcher.CLibraries), once the first c launch needs them
         for step in program.steps:
             first = len(self.program)
             if self.arena is not None and isinstance(step, (S.Launch, S.Collective, S.Alloc)):
@@ -370,6 +371,18 @@ class ReferenceExecutor:
                 self.kernel_count += 1
                 self.program.append(prepare_cuda_launch(step, self.slots, program.values, kernels, device,
                                                         self.streams[step.stream], error))
+            elif isinstance(step, S.Launch) and step.c is not None:
+                from sdc.runtime.c_launcher import CLibraries, prepare_c_launch
+
+                self.kernel_count += 1
+                if c_libraries is None:
+                    c_libraries = CLibraries()
+                # the group's reference instructions, which a call runs where the C kernel does not
+                fallback = _straight_line(_fuse_bias_adds(
+                    [self._op(step, entry, weights, error, allocated, from_comm) for entry in fuse_epilogues(step.ops)],
+                    self.initial), comm)
+                self.program.append(prepare_c_launch(step, self.slots, program.values, kernels, error, list(fallback),
+                                                     c_libraries, device))
             elif isinstance(step, S.Launch):
                 self.kernel_count += 1
                 # a convolution takes the relu/add after it: oneDNN post-ops on the CPU, one fused cuDNN
@@ -404,7 +417,10 @@ class ReferenceExecutor:
         # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names
         # its device. Skipping them matters for such plans: the mode sends every tensor method call of
         # the Triton launcher through Python (about 5x slower each), `fp32_math` costs ~15 us a call.
-        self.torch_ops = any(isinstance(i, PreparedOp) for i in self.program)
+        from sdc.runtime.c_launcher import CLaunch
+
+        # A C launch counts: its group may run through torch (CLaunch.fallback).
+        self.torch_ops = any(isinstance(i, (PreparedOp, CLaunch)) for i in self.program)
         on_cpu = device is None or device.type == "cpu"
         self.gated = on_cpu and self.torch_ops  # small products on one thread (`_thread_gate`)
         from sdc.runtime.cuda_graphs import GraphRunner, static_reason
@@ -427,7 +443,9 @@ class ReferenceExecutor:
         direct = None
         if kernel is opdef.ref:
             direct = _direct_kernel(opdef.name, attrs, tuple(self.specs[v] for v in entry.inputs), constants, on_cpu)
-            kernel = _shape_kernel(opdef.name, attrs, kernel) if direct is None else kernel
+            # a broadcast may return a strided view where its readers are torch ops and no caller owns it
+            view = on_cpu and self.comm is None and not any(self.slots[v] in self.output_slots for v in entry.outputs)
+            kernel = _shape_kernel(opdef.name, attrs, kernel, view) if direct is None else kernel
         elif entry.in_place is not None and not attrs:
             direct = _direct_in_place(opdef.name, entry.in_place, tuple(self.specs[v] for v in entry.inputs))
         return PreparedOp(
@@ -771,6 +789,9 @@ def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
         if axis % x.rank == 0:
             return operator.getitem
         return _gather_at(axis % x.rank)
+    if (name == "gather_elements" and x.rank and len(operands) == 2 and operands[1].dtype == "i64"
+            and operands[1].rank == x.rank):
+        return _gather_elements(axis % x.rank, attrs)
     if name == "split" and on_cpu and isinstance(attrs.get("parts"), int) and attrs["parts"] > 0:
         size = x.shape[axis % x.rank]
         if size == DYN or size % attrs["parts"]:
@@ -800,14 +821,24 @@ def _reduction(name: str, x: TensorSpec, axes: list[int], keepdims: bool) -> Cal
 
 
 def _cast(source: str, target: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
-    """cast as the reference computes it for a known source type: a test for non-zero to i1, `Tensor.to`
-    otherwise (the operand itself when the type already matches); float to integer (which truncates
-    first) keeps the reference."""
+    """cast as the reference computes it for a known source type: a test for non-zero to i1 (against a
+    zero of the operand's type made once, which skips wrapping a Python 0 per call), `Tensor.to`
+    otherwise (the operand itself when the type already matches). Float to integer too: the conversion
+    truncates toward zero, which is what the reference's `trunc` then `to` computes (where the truncated
+    value is out of the target's range, NaN included, the op's result is undefined)."""
     if target == "i1":
-        return functools.partial(torch.ne, other=0)
-    if dtypes.is_float(source) and not dtypes.is_float(target):
-        return None
-    return functools.partial(torch.Tensor.to, dtype=dtypes.to_torch(target))
+        zero, ne = torch.zeros((), dtype=dtypes.to_torch(source)), torch.ne
+
+        def nonzero(x: torch.Tensor) -> torch.Tensor:
+            return ne(x, zero)
+
+        return nonzero
+    dtype = dtypes.to_torch(target)
+
+    def convert(x: torch.Tensor) -> torch.Tensor:
+        return x.to(dtype)
+
+    return convert
 
 
 def _unsqueeze(axes: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -819,6 +850,21 @@ def _unsqueeze(axes: tuple[int, ...]) -> Callable[[torch.Tensor], torch.Tensor]:
         for axis in axes:
             x = unsqueeze(x, axis)
         return x
+
+    return run
+
+
+def _gather_elements(axis: int, attrs: dict) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """gather_elements by int64 indices as one `torch.gather`, which rejects a negative index: then the
+    reference runs (it counts them from the end, or raises its error); the common call does not pay
+    for the reference's wrapping (`where(idx < 0, idx + n, idx)`: three torch calls)."""
+    gather, reference, env = torch.gather, get_op("gather_elements").ref, RefEnv()
+
+    def run(data: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        try:
+            return gather(data, axis, indices)
+        except RuntimeError:
+            return reference(env, attrs, data, indices)
 
     return run
 
@@ -869,49 +915,141 @@ def _layer_norm(normalized: tuple[int, ...], epsilon: float) -> Callable[..., An
 # functions evaluate per dim on every call (`RefEnv.dim`)
 _SHAPED = {"reshape": "shape", "broadcast": "shape", "iota": "shape", "dim_values": "dims"}
 
+# Distinct symbol values a shape op remembers its dims for; past that it starts over (a server fed
+# ever new sequence lengths must not grow without bound)
+_SHAPE_CACHE_SIZE = 64
 
-def _shape_kernel(name: str, attrs: dict, ref: Callable[..., Any]) -> Callable[..., Any]:
-    """A reshape, broadcast, one-dim iota or dim_values with its dim expressions parsed once, at load,
-    instead of per call. Where one does not evaluate (an unbound symbol), the reference function runs
-    and reports it as it always has. Other ops: `ref` itself."""
+
+def _dims_per_call(dims: list) -> Callable[[dict], tuple[int, ...] | None] | None:
+    """The dims of a shape attribute as a function of the call's symbols: evaluated once per value of
+    the symbols they read (a dict lookup keyed by those values on later calls, instead of evaluating
+    every expression), None where a dim does not evaluate (an unbound symbol: the reference reports
+    it). None for an attribute that does not parse."""
+    try:
+        trees = [d if isinstance(d, int) else symexpr.parse(d) for d in dims]
+    except ValueError:
+        return None
+    parts = [d if isinstance(d, int) else symexpr.evaluator(d) for d in trees]
+    names = tuple(dict.fromkeys(n for d in trees if not isinstance(d, int) for n in symexpr.free_symbols(d)))
+    if not names:
+        constant = tuple(parts)
+        return lambda symbols: constant
+    read = operator.itemgetter(*names)
+    known: dict[Any, tuple[int, ...]] = {}
+
+    def dims_for(symbols: dict) -> tuple[int, ...] | None:
+        try:
+            key = read(symbols)
+        except KeyError:
+            return None
+        shape = known.get(key)
+        if shape is not None:
+            return shape
+        try:
+            shape = tuple(d if type(d) is int else int(d(symbols)) for d in parts)
+        except Exception:
+            return None
+        if len(known) >= _SHAPE_CACHE_SIZE:
+            known.clear()
+        known[key] = shape
+        return shape
+
+    return dims_for
+
+
+def _shape_kernel(name: str, attrs: dict, ref: Callable[..., Any], view: bool = False) -> Callable[..., Any]:
+    """A reshape, broadcast, iota or dim_values whose dims are worked out once per value of the
+    symbols they read (`_dims_per_call`), not per call. Where one does not evaluate, the reference
+    function runs and reports it as it always has. Other ops: `ref` itself.
+
+    `view`: the result may be a view of the operand with strides of 0 (a plan on the CPU, a value that
+    is not an output): then a broadcast is `Tensor.expand` alone, without the copy the reference makes.
+    Nothing writes into such a value: the planner writes in place only into values that ops of
+    `FRESH_RESULT` made, and counts a broadcast's result as one that may view its operand."""
     dims = attrs.get(_SHAPED[name]) if name in _SHAPED else None
     if not isinstance(dims, list) or not all(isinstance(d, (int, str)) for d in dims):
         return ref
-    try:
-        parts = [d if isinstance(d, int) else symexpr.evaluator(symexpr.parse(d)) for d in dims]
-    except ValueError:
+    dims_for = _dims_per_call(dims)
+    if dims_for is None:
         return ref
-
-    def evaluated(symbols: dict) -> list[int] | None:
-        try:
-            return [d if type(d) is int else int(d(symbols)) for d in parts]
-        except Exception:
-            return None
 
     if name == "reshape":
         reshape = torch.reshape
 
         def run(env: RefEnv, a: dict, x: torch.Tensor) -> torch.Tensor:
-            shape = evaluated(env.symbols)
+            shape = dims_for(env.symbols)
             return ref(env, a, x) if shape is None else reshape(x, shape)
     elif name == "broadcast":
-        def run(env: RefEnv, a: dict, x: torch.Tensor) -> torch.Tensor:
-            shape = evaluated(env.symbols)
-            return ref(env, a, x) if shape is None else x.expand(broadcast_shapes(x.shape, shape)).contiguous()
-    elif name == "iota" and len(parts) == 1 and isinstance(attrs.get("dtype"), str):
-        arange, dtype = torch.arange, dtypes.to_torch(attrs["dtype"])
-
-        def run(env: RefEnv, a: dict) -> torch.Tensor:
-            shape = evaluated(env.symbols)
-            return ref(env, a) if shape is None else arange(shape[0], dtype=dtype)
+        run = _broadcast_kernel(dims_for, ref, view)
+    elif name == "iota" and isinstance(attrs.get("dtype"), str) and isinstance(attrs.get("dimension"), int):
+        run = _iota_kernel(dims_for, ref, attrs["dimension"], dtypes.to_torch(attrs["dtype"]))
     elif name == "dim_values":
-        tensor, int64 = torch.tensor, torch.int64
-
-        def run(env: RefEnv, a: dict) -> torch.Tensor:
-            shape = evaluated(env.symbols)
-            return ref(env, a) if shape is None else tensor(shape, dtype=int64)
+        run = _dim_values_kernel(dims_for, ref)
     else:
         return ref
+    return run
+
+
+def _broadcast_kernel(dims_for: Callable[[dict], tuple[int, ...] | None], ref: Callable[..., Any],
+                      view: bool) -> Callable[..., Any]:
+    """broadcast with the result shape remembered per (symbol values, operand shape): `broadcast_shapes`
+    runs once per pair (and raises the reference's error where they do not broadcast)."""
+    known: dict[tuple, tuple[int, ...]] = {}
+
+    def run(env: RefEnv, a: dict, x: torch.Tensor) -> torch.Tensor:
+        target = dims_for(env.symbols)
+        if target is None:
+            return ref(env, a, x)
+        key = (target, x.shape)
+        shape = known.get(key)
+        if shape is None:
+            shape = broadcast_shapes(x.shape, target)
+            if len(known) >= _SHAPE_CACHE_SIZE:
+                known.clear()
+            known[key] = shape
+        return x.expand(shape) if view else x.expand(shape).contiguous()
+
+    return run
+
+
+def _iota_kernel(dims_for: Callable[[dict], tuple[int, ...] | None], ref: Callable[..., Any], dimension: int,
+                 dtype: torch.dtype) -> Callable[..., Any]:
+    """iota made fresh on each call (a cached tensor could be an output, which the caller owns): one
+    `torch.arange` for one dim, the reference's ramp expanded over the others for more."""
+    arange = torch.arange
+
+    def run(env: RefEnv, a: dict) -> torch.Tensor:
+        shape = dims_for(env.symbols)
+        if not shape:  # unbound, or no dims: the reference reports it
+            return ref(env, a)
+        if len(shape) == 1:
+            return arange(shape[0], dtype=dtype)
+        dim = dimension % len(shape)
+        ramp = [1] * len(shape)
+        ramp[dim] = shape[dim]
+        return arange(shape[dim], dtype=dtype).reshape(ramp).expand(shape).contiguous()
+
+    return run
+
+
+def _dim_values_kernel(dims_for: Callable[[dict], tuple[int, ...] | None], ref: Callable[..., Any]) -> Callable[..., Any]:
+    """dim_values as a copy of a tensor made once per symbol values: `clone` costs a third of
+    `torch.tensor` on a list. A copy, since the caller may own the result (an output)."""
+    known: dict[tuple[int, ...], torch.Tensor] = {}
+    tensor, int64 = torch.tensor, torch.int64
+
+    def run(env: RefEnv, a: dict) -> torch.Tensor:
+        values = dims_for(env.symbols)
+        if values is None:
+            return ref(env, a)
+        made = known.get(values)
+        if made is None:
+            made = tensor(values, dtype=int64)
+            if len(known) >= _SHAPE_CACHE_SIZE:
+                known.clear()
+            known[values] = made
+        return made.clone()
+
     return run
 
 

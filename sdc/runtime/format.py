@@ -39,16 +39,17 @@ STEP_KINDS = (ALLOC, VIEW, LAUNCH, COLLECTIVE, RECORD, WAIT, FREE)
 REFERENCE = "reference"  # the kernel backend whose kernels are sdc ops run by their reference semantics
 TRITON = "triton"  # generated Triton kernels, sources in kernels/ (sdc/codegen/triton, sdc/runtime/triton_launcher.py)
 CUDA = "cuda"  # generated CUDA C++ kernels, sources in kernels/ (sdc/codegen/cuda, sdc/runtime/cuda_launcher.py)
+C = "c"  # generated C kernels of the CPU target, one source per rank in kernels/ (sdc/codegen/cpu, sdc/runtime/c_launcher.py)
 COMPUTE_STREAM = "compute"
 
 
 def launch_ops(step: dict) -> list[dict]:
     """The ops of a `launch` step's kernel group ([] for any other step): what a reference kernel
-    runs, or what a generated (triton or cuda) kernel computes.
+    runs, or what a generated (triton, cuda or c) kernel computes.
 
     For readers of plan.json that look at the ops (reports, `sdc inspect`), not for running it."""
     kernel = step.get("kernel") if step.get("kind") == LAUNCH else None
-    ops = kernel.get("ops") if isinstance(kernel, dict) and kernel.get("backend") in (REFERENCE, TRITON, CUDA) else None
+    ops = kernel.get("ops") if isinstance(kernel, dict) and kernel.get("backend") in (REFERENCE, TRITON, CUDA, C) else None
     return ops if isinstance(ops, list) else []
 
 

@@ -8,7 +8,7 @@ A rank's plan is a values table and an ordered list of steps, each with a `kind`
   kernel writes in place: sdc/codegen/memory.py `write_concats_in_place`);
 - `launch`: a kernel on a stream, with the values it reads and writes; its `kernel` says which
   backend runs it (`reference`: a group of sdc ops run by their reference semantics; `triton`,
-  `cuda`: a generated Triton or CUDA C++ kernel, its source in kernels/);
+  `cuda`, `c`: a generated Triton, CUDA C++ or C kernel, its source in kernels/);
 - `collective`: one collective op over mesh axes (its group), on a stream;
 - `record` / `wait`: an event recorded on one stream and waited for on another;
 - `free`: values nothing reads any more.
@@ -31,7 +31,7 @@ from typing import Any, Union
 from sdc import dtypes
 from sdc.dialect import symexpr
 from sdc.runtime.format import COLLECTIVE, KERNELS_DIR, LAUNCH, RECORD, REFERENCE, STEP_KINDS, TRITON, WAIT
-from sdc.runtime.format import CUDA
+from sdc.runtime.format import C, CUDA
 
 Dim = Union[int, str]
 
@@ -140,6 +140,21 @@ class CudaKernel:
 
 
 @dataclass(frozen=True)
+class CKernel:
+    """A generated C kernel of the CPU target (sdc/codegen/cpu), compiled at load with the host's C
+    compiler: its source file in the artifact (all kernels of a rank in one), its entry function
+    (`void ENTRY(void **p, const int64_t *d)`, the ABI of sdc/runtime/c_launcher.py), the template
+    it was rendered from, and the index domain and tensors (as a TritonKernel's, dense row-major)."""
+
+    source: str
+    entry: str
+    template: str
+    domain: tuple[int | None, ...]
+    args: tuple[KernelTensor, ...]
+    results: tuple[KernelTensor, ...]
+
+
+@dataclass(frozen=True)
 class Launch(Step):
     id: str
     stream: int
@@ -149,6 +164,7 @@ class Launch(Step):
     ops: tuple[OpEntry, ...]  # the group's ops: what a reference kernel runs, what a generated one computes
     triton: TritonKernel | None = None
     cuda: CudaKernel | None = None
+    c: CKernel | None = None
 
 
 @dataclass(frozen=True)
@@ -217,7 +233,7 @@ class PlanError(ValueError):
     """A malformed rank plan; the message names the rank and step."""
 
 
-BACKENDS = (REFERENCE, TRITON, CUDA)  # the kernel backends this runtime runs
+BACKENDS = (REFERENCE, TRITON, CUDA, C)  # the kernel backends this runtime runs
 
 
 def parse_rank_plan(raw: Any) -> RankProgram:
@@ -483,7 +499,8 @@ class _Reader:
         self.defined.update(made)
         triton = _triton_kernel(kernel, inputs, outputs, self.values, where) if backend == TRITON else None
         cuda = _cuda_kernel(kernel, inputs, outputs, self.values, where) if backend == CUDA else None
-        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton, cuda)
+        c = _c_kernel(kernel, inputs, outputs, self.values, where) if backend == C else None
+        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton, cuda, c)
 
     def _op_entry(self, raw: Any, where: str) -> OpEntry:
         if not isinstance(raw, dict):
@@ -668,6 +685,30 @@ def _cuda_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], v
     scalars = _grid_exprs(raw, rank, where, key="scalars")
     return CudaKernel(source, entry, str(raw.get("template", "")), tuple(domain), args, results, grid,
                       tuple(block), shared, scalars)
+
+
+_C_FILE = re.compile(rf"^{KERNELS_DIR}/[A-Za-z0-9_.-]+\.c$")
+C_TEMPLATES = ("elementwise", "row", "matmul")
+# element types of the C kernel ABI (sdc/runtime/c_launcher.py): no f16 or bf16 (C11 has no such type)
+C_DTYPES = frozenset({"f64", "f32", "i64", "i32", "i16", "i8", "ui8", "i1"})
+
+
+def _c_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], values: dict[str, Value],
+              where: str) -> CKernel:
+    """Check a c `kernel` object: its file, entry, template, domain and tensors (dense, of ABI dtypes)."""
+    source, entry = _source_and_entry(raw, where, "c", _C_FILE, "c", "C")
+    template = raw.get("template")
+    if template not in C_TEMPLATES:
+        raise PlanError(f"{where}: a c kernel's 'template' must be one of {', '.join(C_TEMPLATES)}, "
+                        f"found {_short(template)}")
+    domain, args, results = _domain_and_tensors(raw, inputs, outputs, values, where, "c")
+    if any(t.layout is not None for t in (*args, *results)):
+        raise PlanError(f"{where}: a c kernel's tensors are dense in row-major order (no 'layout')")
+    for t in (*args, *results):
+        if values[t.value].dtype not in C_DTYPES:
+            raise PlanError(f"{where}: value '{t.value}' is {values[t.value].dtype}, which a c kernel does not "
+                            f"store (it stores {', '.join(sorted(C_DTYPES))})")
+    return CKernel(source, entry, template, tuple(domain), args, results)
 
 
 def _grid_exprs(raw: dict, rank: int, where: str, key: str = "grid") -> tuple[str, ...]:

@@ -106,7 +106,8 @@ def strict_json(text: str):
 
 def test_layout_and_manifest(pristine, scale):
     files = sorted(p.relative_to(pristine).as_posix() for p in pristine.rglob("*"))
-    assert files == ["kernels", "manifest.json", "plan.json", "program.mlir", "weights", "weights/rank0.safetensors"]
+    assert files == ["kernels", "kernels/cpu.c", "manifest.json", "plan.json", "program.mlir", "weights",
+                     "weights/rank0.safetensors"]
     m = strict_json((pristine / "manifest.json").read_text())
     assert m["format"] == "sdc-artifact" and m["format_version"] == 2
     assert m["sdc_version"] == sdc.__version__
@@ -119,7 +120,7 @@ def test_layout_and_manifest(pristine, scale):
     assert m["compile_options"]["target"] == "cpu"
     assert {"python", "torch", "numpy", "onnx", "platform"} <= set(m["environment"])
     assert m["environment"]["torch"] == metadata.version("torch")  # the distribution's (no +cu130 local part)
-    assert set(m["files"]) == {"plan.json", "program.mlir", "weights/rank0.safetensors"}
+    assert set(m["files"]) == {"plan.json", "program.mlir", "weights/rank0.safetensors", "kernels/cpu.c"}
     for rel, info in m["files"].items():
         data = (pristine / rel).read_bytes()
         assert info == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
@@ -133,7 +134,9 @@ def test_plan_is_plain_json_with_weights_by_name(pristine, scale):
     assert rank["streams"] == ["compute"]
     launches = [s for s in rank["steps"] if s["kind"] == "launch"]
     assert [s["id"] for s in launches] == ["k0", "k1"] and all(s["stream"] == 0 for s in launches)
-    assert all(s["kernel"]["backend"] == "reference" for s in launches)
+    # the elementwise chain is a generated C kernel (docs/codegen.md); iota stays a torch op
+    assert [s["kernel"]["backend"] for s in launches] == ["reference", "c"]
+    assert launches[1]["kernel"]["source"] == "kernels/cpu.c" and launches[1]["kernel"]["entry"] == "k1"
     groups = [[op["op"] for op in s["kernel"]["ops"]] for s in launches]
     assert groups == [["iota"], ["mul", "add", "clip"]]  # sdc-fuse made one kernel of the elementwise chain
     iota = launches[0]["outputs"][0]
@@ -319,8 +322,9 @@ def _insert(p: dict, index: int, *steps: dict) -> None:
     (lambda p: p.update(ranks=[]), r"plan.json: must have one plan per rank 0..0"),
     (lambda p: p["ranks"][0]["steps"][1]["kernel"].update(backend="cuda-c", source="kernels/k1.cu"),
      r"plan.json: rank 0 step 1 \(launch k1\): kernel backend 'cuda-c' is not one this runtime runs \(reference, "
-     r"triton, cuda\)"),
-    (lambda p: p["ranks"][0]["steps"][1]["kernel"].update(backend="triton", source="kernels/k1.py"),
+     r"triton, cuda, c\)"),
+    (lambda p: (p["ranks"][0]["steps"][1]["kernel"].update(backend="triton", source="kernels/k1.py"),
+                p["ranks"][0]["steps"][1]["kernel"].pop("entry")),
      r"plan.json: rank 0 step 1 \(launch k1\): a triton kernel's 'entry' must be a Python identifier, found None"),
     (lambda p: p["ranks"][0]["steps"][1].update(stream=1),
      r"plan.json: rank 0 step 1 \(launch k1\): 'stream' must be a stream index 0..0, found 1"),

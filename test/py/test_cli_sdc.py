@@ -139,7 +139,7 @@ def test_profile_table_and_trace(compiled, tmp_path, capsys):
     assert lines[start + 1].split()[:4] == ["step", "backend", "ms/run", "share"]
     rows = lines[start + 2:start + 2 + len(launches)]
     assert sorted(r.split()[0] for r in rows) == sorted(s["id"] for s in launches)
-    assert all(r.split()[1] == "reference" for r in rows)
+    assert {r.split()[1] for r in rows} <= {"reference", "c"}  # torch ops or generated C kernels
     ms = [float(r.split()[2]) for r in rows]
     assert ms == sorted(ms, reverse=True)  # slowest first
     assert abs(sum(float(r.split()[3].rstrip("%")) for r in rows) - 100) < 0.5

@@ -14,6 +14,7 @@ exporter takes seconds per model and the segmentation model compiles slowly, so 
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,7 +184,11 @@ CASES = [
     *(pytest.param((name, "dynamo"), id=f"{name}-dynamo") for name in ("gpt2_with_cache", "bert")),
     *(pytest.param((name, "dynamo"), id=f"{name}-dynamo", marks=SLOW) for name in ("distilbert", "clip_text", "vit")),
     # T5 with dynamo=True fails inside the exporter (decomposing the FX graph), before sdc sees it.
-    pytest.param(("segmentation", "dynamo"), id="segmentation-dynamo", marks=SLOW),
+    # Segmentation from the dynamo exporter takes about 110 s to export and compile on the 2-core CI box
+    # (the torchscript export above covers the model): it runs with SDC_LONG_TESTS=1.
+    pytest.param(("segmentation", "dynamo"), id="segmentation-dynamo",
+                 marks=[SLOW, pytest.mark.skipif(os.environ.get("SDC_LONG_TESTS") != "1",
+                                                 reason="long: set SDC_LONG_TESTS=1")]),
 ]
 
 

@@ -113,8 +113,8 @@ def test_mlp_matches_interpreter_and_numpy(mlp, rng):
     (got,) = exe(x)
     assert isinstance(got, np.ndarray) and got.dtype == np.float32 and got.shape == (5, 10)
     np.testing.assert_allclose(got, mlp_numpy(x, params), rtol=1e-5, atol=1e-6)
-    # Same reference semantics, same order: bit-equal, on one thread. (At more threads the executor
-    # runs these small products on one thread, the interpreter on all: BLAS may round differently.)
+    # The interpreter runs the ops' reference semantics (torch); the artifact runs its groups as C
+    # kernels (docs/codegen.md), whose sums go in another order: equal to f32 rounding, on one thread.
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -122,7 +122,7 @@ def test_mlp_matches_interpreter_and_numpy(mlp, rng):
         (oracle,) = interpret(MLP, [x], params)
     finally:
         torch.set_num_threads(threads)
-    np.testing.assert_array_equal(got, oracle)
+    np.testing.assert_allclose(got, oracle, rtol=2e-6, atol=1e-6)
 
 
 def test_one_artifact_runs_at_any_batch_size(mlp, rng):
@@ -147,7 +147,7 @@ def test_symbolic_dims_two_inputs_several_sizes(symbolic, rng):
         # The comparison is exact only away from ties; random inputs make ties vanishingly rare.
         np.testing.assert_array_equal(mask, ref_mask)
         oracle = interpret(SYMBOLIC, {"a": a, "b": b})
-        np.testing.assert_array_equal(y, oracle[0])
+        np.testing.assert_allclose(y, oracle[0], rtol=2e-6, atol=1e-6)  # C kernels: another sum order
         np.testing.assert_array_equal(mask, oracle[1])
 
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from sdc import dtypes
+from sdc.runtime.format import decode_value
 
 ELEMENTWISE, ROW, MATMUL = "elementwise", "row", "matmul"
 
@@ -354,8 +355,12 @@ class _Lowering:
             self.env[out] = lower(e, args, dtype)
         elif name == "pow":
             self.env[out] = self._node("pow", args[:1], dtype, attrs={"exponent": self.nodes[args[1]].value})
-        else:
-            self.env[out] = self._node(name, args, dtype, attrs=dict(e["attrs"]))
+        else:  # plan.json spells a non-finite float as {"float": "inf"}: the node holds the number
+            try:
+                attrs = {k: decode_value(v, _no_weight) for k, v in e["attrs"].items()}
+            except ValueError as err:
+                raise LoweringError(f"'sdc.{name}': {err}") from None
+            self.env[out] = self._node(name, args, dtype, attrs=attrs)
 
     def _lower_random_uniform(self, e, args, dtype) -> int:
         """Element i draws counter offset + i, i its row-major index: in the elementwise template, when the
@@ -430,6 +435,10 @@ class _Lowering:
 
 
 POW_EXPONENTS = (0.5, 1.0, 2.0, 3.0, -1.0)
+
+
+def _no_weight(name: str) -> Any:
+    raise ValueError(f"an attribute holds weight '{name}'")
 
 
 def _scalar(t: Any) -> float | int | bool | None:

@@ -1,0 +1,123 @@
+"""The CPU target's generated C kernels end to end: compiled models whose kernel groups run as C,
+against torch eager; the switch that turns them off; a host without a C compiler; an index error
+raised through the torch ops; a plan edited after compiling.
+
+The renderers and the launcher have their own tests (test_cpu_c_renderer.py, test_cpu_c_matmul.py,
+test_c_launcher.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import pytest
+import torch
+from torch.export import Dim
+
+import sdc
+import sdc.runtime
+from sdc.diagnostics import SdcError
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on the PATH")
+
+
+class Block(torch.nn.Module):
+    """A transformer-like block: every C template (matmul with a bias and GELU, softmax and layer_norm
+    rows, elementwise residuals) and a batched matmul."""
+
+    def __init__(self, width: int = 24):
+        super().__init__()
+        self.up = torch.nn.Linear(width, 2 * width)
+        self.down = torch.nn.Linear(2 * width, width)
+        self.norm = torch.nn.LayerNorm(width)
+
+    def forward(self, x):
+        scores = torch.softmax(x @ x.transpose(-1, -2) * 0.2, dim=-1)
+        h = self.norm(x + scores @ x)
+        return self.norm(h + self.down(torch.nn.functional.gelu(self.up(h))))
+
+
+def _backends(artifact) -> list[str]:
+    plan = json.loads((artifact / "plan.json").read_text())
+    return [s["kernel"]["backend"] for r in plan["ranks"] for s in r["steps"] if s["kind"] == "launch"]
+
+
+def _block(tmp_path, name: str = "b.sdc"):
+    torch.manual_seed(0)
+    model = Block().eval()
+    exe = sdc.compile(model, (torch.randn(2, 5, 24),), dynamic_shapes=({0: Dim("batch", max=32)},),
+                      output=tmp_path / name)
+    return model, exe
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SDC_C_CACHE_DIR", str(tmp_path / "c-cache"))
+
+
+def test_a_block_runs_as_c_kernels_and_matches_torch(tmp_path):
+    model, exe = _block(tmp_path)
+    backends = _backends(tmp_path / "b.sdc")
+    assert backends.count("c") >= 4, backends  # matmuls, rows and elementwise groups
+    assert (tmp_path / "b.sdc" / "kernels" / "cpu.c").is_file()
+    for batch in (1, 3, 17):
+        x = torch.randn(batch, 5, 24)
+        (y,) = exe(x)
+        with torch.no_grad():
+            torch.testing.assert_close(y, model(x), rtol=1e-5, atol=2e-5)
+
+
+def test_sdc_c_kernels_0_compiles_every_group_for_torch(tmp_path, monkeypatch):
+    monkeypatch.setenv("SDC_C_KERNELS", "0")
+    model, exe = _block(tmp_path)
+    assert "c" not in _backends(tmp_path / "b.sdc")
+    x = torch.randn(4, 5, 24)
+    with torch.no_grad():
+        torch.testing.assert_close(exe(x)[0], model(x), rtol=1e-5, atol=2e-5)
+
+
+def test_without_a_c_compiler_the_groups_run_through_torch_with_one_warning(tmp_path, monkeypatch, capfd):
+    model, _ = _block(tmp_path)
+    monkeypatch.setenv("SDC_C_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    exe = sdc.runtime.load(tmp_path / "b.sdc")
+    err = capfd.readouterr().err
+    assert err.count("warning:") == 1 and "C kernels not compiled (no C compiler" in err, err
+    x = torch.randn(3, 5, 24)
+    with torch.no_grad():
+        torch.testing.assert_close(exe(x)[0], model(x), rtol=1e-5, atol=2e-5)
+
+
+def test_an_index_out_of_range_is_the_ops_error(tmp_path):
+    """A C gather that meets an index out of range returns nonzero; the torch ops then raise the
+    op's own error, as they do with C kernels off."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 8), torch.nn.Tanh())
+    exe = sdc.compile(model, (torch.tensor([[1, 2, 3]]),), output=tmp_path / "e.sdc")
+    assert "c" in _backends(tmp_path / "e.sdc")
+    ids = torch.tensor([[4, 9, 0]])
+    with torch.no_grad():
+        torch.testing.assert_close(exe(ids)[0], model(ids))
+    with pytest.raises(SdcError, match=r"'sdc.gather' failed in kernel k\d+"):
+        exe(torch.tensor([[4, 10, 0]]))
+
+
+def test_a_plan_edited_after_compiling_is_refused_at_load(tmp_path):
+    """plan.json (and the manifest's hash of it) changed so a C launch claims another operand map than its
+    kernel was compiled for: the load refuses it instead of letting the kernel misread a buffer."""
+    _block(tmp_path)
+    root = tmp_path / "b.sdc"
+    plan = json.loads((root / "plan.json").read_text())
+    step = next(s for s in plan["ranks"][0]["steps"] if s["kind"] == "launch" and s["kernel"]["backend"] == "c")
+    arg = step["kernel"]["args"][0]["map"]
+    step["kernel"]["args"][0]["map"] = list(reversed(arg)) if len(arg) > 1 and arg[0] != arg[-1] else [None] * len(arg)
+    text = json.dumps(plan)
+    (root / "plan.json").write_text(text)
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["files"]["plan.json"] = {"sha256": hashlib.sha256(text.encode()).hexdigest(), "bytes": len(text)}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SdcError) as caught:
+        sdc.runtime.load(root)
+    message = str(caught.value)
+    assert "\n" not in message and "does not match the kernel's compiled signature: args" in message, message
