@@ -531,7 +531,7 @@ class _RankBuilder:
             try:
                 generated = c_kernel(renderer, ops, step["inputs"], step["outputs"], self.plan.values, entry,
                                      self.weight_tensor)
-            except LoweringError as e:
+            except (LoweringError, ValueError) as e:  # ValueError: a renderer without a form for a node
                 step["kernel"]["why_reference"] = str(e)
                 continue
             functions.append(generated.source)

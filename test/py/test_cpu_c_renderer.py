@@ -377,3 +377,16 @@ def test_file_holds_each_helper_once():
     text = r.file(functions)
     assert text.count("static inline float sdc_max_f32(") == 1
     assert text.index("#include <math.h>") < text.index("sdc_max_f32") < text.index("int k0(")
+
+
+def test_non_finite_attributes_as_plan_json_spells_them():
+    """plan.json writes inf and nan as {"float": "inf"} (sdc.runtime.format); the lowering decodes
+    them for every op (a clip's open bound, a layer norm's epsilon: the fuzzer's onnx-struct:81:636
+    crashed compiling one)."""
+    x, s, b = rand([4, 9]), rand([9]), rand([9])
+    clip = Group([op("clip", ["x"], "y", min=-1.0, max={"float": "inf"})], {"x": x}, ["y"], {"y": ([4, 9], "f32")})
+    norm = Group([op("layer_norm", ["x", "s", "b"], "y", axis=-1, epsilon={"float": "inf"})],
+                 {"x": x, "s": s, "b": b}, ["y"], {"y": ([4, 9], "f32")})
+    (clipped,), (normed,) = run([clip, norm])
+    close(clipped, torch.clamp(x, min=-1.0), "f32", "clip to [-1, inf]")
+    close(normed, F.layer_norm(x, [9], s, b, float("inf")), "f32", "layer_norm, epsilon inf")

@@ -132,6 +132,7 @@ def lower_group(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequence
     `supported`: the elementwise op names the renderer has a method for; `weight(vid)` gives a
     weight's tensor, so that one-element weights become constants in the source;
     `input_precision`: how a matmul of f32 operands uses the tensor cores (`DOT_PRECISIONS`)."""
+    ops = [_decoded(e) for e in ops]
     if any(e["op"] == "conv" for e in ops):
         from sdc.codegen.triton.conv import lower_conv
 
@@ -355,12 +356,8 @@ class _Lowering:
             self.env[out] = lower(e, args, dtype)
         elif name == "pow":
             self.env[out] = self._node("pow", args[:1], dtype, attrs={"exponent": self.nodes[args[1]].value})
-        else:  # plan.json spells a non-finite float as {"float": "inf"}: the node holds the number
-            try:
-                attrs = {k: decode_value(v, _no_weight) for k, v in e["attrs"].items()}
-            except ValueError as err:
-                raise LoweringError(f"'sdc.{name}': {err}") from None
-            self.env[out] = self._node(name, args, dtype, attrs=attrs)
+        else:
+            self.env[out] = self._node(name, args, dtype, attrs=dict(e["attrs"]))
 
     def _lower_random_uniform(self, e, args, dtype) -> int:
         """Element i draws counter offset + i, i its row-major index: in the elementwise template, when the
@@ -439,6 +436,18 @@ POW_EXPONENTS = (0.5, 1.0, 2.0, 3.0, -1.0)
 
 def _no_weight(name: str) -> Any:
     raise ValueError(f"an attribute holds weight '{name}'")
+
+
+def _decoded(e: Mapping) -> Mapping:
+    """An op entry whose attributes hold numbers: plan.json spells a non-finite float as
+    {"float": "inf"} (sdc.runtime.format), which every lowering and renderer would otherwise meet
+    (clip's bounds, an epsilon)."""
+    attrs = e.get("attrs") or {}
+    try:
+        decoded = {k: decode_value(v, _no_weight) for k, v in attrs.items()}
+    except ValueError as err:
+        raise LoweringError(f"'sdc.{e['op']}': {err}") from None
+    return {**e, "attrs": decoded}
 
 
 def _scalar(t: Any) -> float | int | bool | None:
