@@ -63,6 +63,7 @@ import torch
 
 from sdc import dtypes
 from sdc.diagnostics import SdcError
+from sdc.limits import check_alloc, check_elements
 from sdc.runtime import plan_schema as S
 from sdc.runtime.triton_launcher import read_domain
 
@@ -267,6 +268,9 @@ class CLaunch:
         def like(shape: tuple[int, ...], dtype: torch.dtype) -> int:
             return next((k for k, t in enumerate(tensors) if tuple(t.shape) == shape and t.dtype == dtype), -1)
 
+        for shape, dtype in zip(shapes, self.result_dtypes):  # before anything is allocated
+            check_elements(shape, torch.empty((), dtype=dtype).element_size(),
+                           f"{self.where}: a result of C kernel '{self.spec.entry}'")
         results = tuple((shape, _dense_strides(shape), dtype, like(shape, dtype))
                         for shape, dtype in zip(shapes, self.result_dtypes))
         return _Settled((ctypes.c_int64 * max(1, len(dims)))(*dims), results, large)
@@ -299,6 +303,9 @@ class CLaunch:
         i = 0
         for n, t in enumerate(tensors):
             if not t.is_contiguous():
+                # a broadcast view is free; its dense copy is not (no allocation over the limit)
+                check_alloc(t.numel() * t.element_size(), f"{self.where}: argument {n} of C kernel "
+                            f"'{self.spec.entry}' made dense")
                 t = tensors[n] = t.contiguous()  # kept alive in `tensors` until the call returns
             pointers[i] = t.data_ptr()
             i += 1

@@ -410,3 +410,15 @@ def test_a_plan_that_differs_from_the_compiled_signature_is_refused(tmp_path):
     step = [s for s in program.steps if isinstance(s, S.Launch)][1]
     with pytest.raises(SdcError, match=r"does not match the kernel's compiled signature: args"):
         C.prepare_c_launch(step, SLOTS, program.values, _sources(tmp_path / "art", SOURCE), SdcError, [])
+
+
+def test_nothing_over_the_allocation_limit_is_made_dense_or_allocated(tmp_path, monkeypatch):
+    """A broadcast view costs nothing; a result of its size, or the kernel's dense copy of it, would
+    (the fuzzer's onnx-bytes:91:8050 asked for 800 GB). They are refused before allocating, as one
+    error naming the launch."""
+    (add, _), (add_ref, _) = _launches(tmp_path)
+    monkeypatch.setenv("SDC_MAX_ALLOC", "1M")
+    huge = torch.ones(1, 1).expand(1 << 12, 1 << 12)  # 64 MiB as a dense f32 tensor
+    with pytest.raises(SdcError, match=r"launch k0\).*C kernel 'k_add'.* over the allocation limit of 1.0 MiB"):
+        add(_vals(x=huge, y=huge), _state())
+    assert add_ref.calls == 0
