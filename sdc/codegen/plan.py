@@ -123,10 +123,9 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = DE
 def _c_kernels(target: str) -> bool:
     """Whether the plan's kernel groups become generated C kernels: the target has the C backend and
     `SDC_C_KERNELS` does not turn it off (0/off: every group runs through torch, for comparisons)."""
-    import os
+    from sdc.runtime.c_launcher import c_kernels_enabled
 
-    return get_target(target).has_c_backend and os.environ.get("SDC_C_KERNELS", "1").strip().lower() not in (
-        "0", "off", "no", "false")
+    return get_target(target).has_c_backend and c_kernels_enabled()
 
 
 def _module_precision(module_op) -> str:

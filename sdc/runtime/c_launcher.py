@@ -70,7 +70,7 @@ from sdc.runtime.triton_launcher import read_domain
 C_CACHE_ENV = "SDC_C_CACHE_DIR"  # where compiled kernel libraries are kept (default ~/.cache/sdc/c)
 CFLAGS = ("-O2", "-march=native", "-std=c11", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math")
 COMPILE_TIMEOUT_S = 300
-C_KERNELS_ENV = "SDC_C_KERNELS"  # 0/off at load: every C launch runs its group through torch
+C_KERNELS_ENV = "SDC_C_KERNELS"  # 0/off: no C kernels planned (compile), every C launch through torch (load)
 
 _LOADED: dict[str, ctypes.PyDLL] = {}  # library path -> the loaded library, for the process
 _VERSIONS: dict[tuple[str, float], str] = {}  # (compiler path, its mtime) -> its `--version` text
@@ -175,7 +175,7 @@ def check_signature(lib: ctypes.PyDLL, spec: S.CKernel, values: dict[str, S.Valu
 
 
 def c_kernels_enabled() -> bool:
-    """False when SDC_C_KERNELS is 0/off/false/no (read when an artifact is loaded)."""
+    """False when SDC_C_KERNELS is 0/off/false/no (read by the planner and when an artifact is loaded)."""
     return os.environ.get(C_KERNELS_ENV, "").strip().lower() not in ("0", "off", "false", "no")
 
 

@@ -4,7 +4,7 @@ On the CPU target torch costs 10-35 us per op; a kernel group that a template fi
 generated C function. The planner lowers the group with the Triton path's stage 1
 (`sdc.codegen.triton.lower.lower_group`, with `CRenderer.elementwise_ops()` as its op set), so both
 backends compute the same `KernelProgram`; `CRenderer` (renderer.py: the elementwise and row
-templates; matmul.py: the matmul template) renders it as `void ENTRY(void **p, const int64_t *d)`,
+templates; matmul.py: the matmul template) renders it as `int ENTRY(void **p, const int64_t *d)`,
 and all functions of a rank go into one source file of the artifact (`kernels/cpu.c`, generate.py).
 The runtime compiles that file once with the host's C compiler and calls each function through
 ctypes; the kernel ABI (argument and result pointers, domain sizes, dense row-major tensors,

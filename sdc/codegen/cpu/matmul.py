@@ -73,7 +73,7 @@ def why_not_matmul(renderer: CRenderer, program: KernelProgram) -> str | None:
 
 
 def render_matmul(renderer: CRenderer, program: KernelProgram, entry: str) -> str:
-    """The C function `void entry(void **p, const int64_t *d)` of a matmul program that
+    """The C function `int entry(void **p, const int64_t *d)` of a matmul program that
     `why_not_matmul` accepts."""
     return _MatmulFunction(renderer, program, entry).text()
 

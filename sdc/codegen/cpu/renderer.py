@@ -1,6 +1,6 @@
 """A `KernelProgram` (sdc/codegen/triton/lower.py) rendered as one C function of the CPU kernel ABI.
 
-The ABI (`void ENTRY(void **p, const int64_t *d)`, dense row-major tensors, storage types) is written
+The ABI (`int ENTRY(void **p, const int64_t *d)`, dense row-major tensors, storage types) is written
 in sdc/runtime/c_launcher.py. What the renderer takes: the `elementwise` template (gathers included)
 and the `row` template, in f64, f32, the integers and bool; the `matmul` template is `matmul.py`'s.
 
@@ -265,7 +265,7 @@ class CRenderer:
         return f"sdc_{kind}_{dtype}"
 
     def function(self, program: KernelProgram, entry: str) -> str:
-        """The C text of `void entry(void **p, const int64_t *d)` computing `program`, after a comment
+        """The C text of `int entry(void **p, const int64_t *d)` computing `program`, after a comment
         with its kernel IR."""
         if program.template == MATMUL:
             from sdc.codegen.cpu.matmul import render_matmul
