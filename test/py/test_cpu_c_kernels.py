@@ -121,3 +121,48 @@ def test_a_plan_edited_after_compiling_is_refused_at_load(tmp_path):
         sdc.runtime.load(root)
     message = str(caught.value)
     assert "\n" not in message and "does not match the kernel's compiled signature: args" in message, message
+
+
+def _gemm_model(shared: bool):
+    """x [B, 20] -> Gemm(transB) with a [37, 20] weight (N = 37: a partial tile) -> Relu; `shared`:
+    a second Gemm reads the same weight (of tanh(x))."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((37, 20)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(37).astype(np.float32), "b")
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], transB=1), helper.make_node("Relu", ["g"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 37])]
+    if shared:
+        nodes += [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Gemm", ["t", "w"], ["z"], transB=1)]
+        outputs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, ["B", 37]))
+    graph = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 20])],
+                              outputs, [w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_transposed_weight_is_stored_as_the_c_matmul_reads_it(tmp_path, shared):
+    """A Gemm with transB: the weight that only it reads is stored [K, N] (the C matmul reads B's rows in
+    place instead of copying a transposed B per call); one read by two ops keeps its layout. Both match
+    onnxruntime."""
+    import numpy as np
+    import onnxruntime as ort
+
+    model = _gemm_model(shared)
+    exe = sdc.compile(model, output=tmp_path / "g.sdc")
+    plan = json.loads((tmp_path / "g.sdc" / "plan.json").read_text())["ranks"][0]
+    matmuls = [(s, e) for s in plan["steps"] if s["kind"] == "launch" for e in s["kernel"]["ops"] if e["op"] == "matmul"]
+    assert matmuls and all(s["kernel"]["backend"] == "c" for s, _ in matmuls)
+    weight_shapes = sorted(plan["values"][e["inputs"][1]]["shape"] for _, e in matmuls)
+    transposed = [bool(e["attrs"].get("transpose_rhs")) for _, e in matmuls]
+    if shared:
+        assert weight_shapes == [[37, 20], [37, 20]] and transposed == [True, True]
+    else:
+        assert weight_shapes == [[20, 37]] and transposed == [False]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (1, 5, 8):
+        x = np.random.default_rng(batch).standard_normal((batch, 20)).astype(np.float32)
+        for got, want in zip(exe(x), session.run(None, {"x": x})):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

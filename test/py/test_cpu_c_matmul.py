@@ -139,6 +139,9 @@ PRODUCTS = [
     Product((17, 33), (3, 33, 19)),  # lhs broadcast over the batch
     Product((2, 1, 5, 7), (3, 7, 9)),  # a size-1 batch dim broadcasting, and a missing one
     Product((1, 9), (9, 20)),  # M = 1
+    *(Product((m, 21), (21, 35)) for m in range(2, ROWS)),  # every row count of a tile of its own
+    Product((2, 3, 40), (40, 17)),  # a tile of 3 rows per batch
+    Product((3, 9, 12), (3, 12, 21)),  # B in place per batch, its partial tile's columns copied per batch
     Product((9, 20), (20, 1)),  # N = 1
     Product((9, 1), (1, 20)),  # K = 1
     Product((1, 1), (1, 1)),
@@ -169,6 +172,21 @@ def test_a_size_known_at_run_time_only(m, kernels, rng):
     x, w = randn((m, 16), "f32", rng), randn((16, 40), "f32", rng)
     (y,) = run_c(kernels[DYNAMIC], {"x": x, "w": w}, [m, 40], 16)
     assert_close(y, x @ w, "f32")
+
+
+LONG_K = group([entry("matmul", ["x", "w"], "y")], values(x=((7, 8192), "f32"), w=((8192, 16), "f32"),
+                                                            y=((7, 16), "f32")), ["y"])
+
+
+def test_long_sums_of_positive_terms_round_like_blocked_sums(kernels, rng):
+    """8192 positive products per element: one running sum per element ends about 2e-6 off (every
+    addition rounds alike), a sum of 128-term blocks about 4e-7 (ResNet-50's classifier, 2048 terms,
+    failed its stored output by 1.3e-5 relative with the running sum)."""
+    x = torch.rand((7, 8192), generator=rng) + 0.5
+    w = torch.rand((8192, 16), generator=rng) + 0.5
+    (y,) = run_c(kernels[LONG_K], {"x": x, "w": w}, [7, 16], 8192)
+    exact = x.double() @ w.double()
+    assert float(((y.double() - exact).abs() / exact).max()) < 1e-6
 
 
 # ---------------------------------------------------------------- epilogues

@@ -9,11 +9,14 @@ the elementwise epilogue on the product, its loads indexed by the batch dims, M 
 The function, per batch: the output in tiles of `ROWS` rows x `VECTORS` vectors of columns. A tile
 is one call of `sdc_mm_tile_<dtype>`, whose accumulators are GCC/Clang vector-extension values
 (registers: 12 of the 16 AVX2 ones), updated with one fused multiply-add per vector and k from a
-contiguous row of B and a broadcast element of A. The rows of the last tile past M read A's last
-row again and are not stored, so every tile runs the same code. B is read in place when it is
-already a dense [K][N] row-major block whose width is a whole number of tiles; otherwise (a
-transposed rhs, an N that leaves a partial tile) it is copied once into a zero-padded [K][N'] scratch
-per distinct B block (once per call when B broadcasts over the batch). The epilogue then runs per
+contiguous row of B and a broadcast element of A, in blocks of `K_BLOCK` k whose partial sums are
+added to the tile's. The last tile of rows (M mod ROWS) calls a tile function of its own row count:
+an M of 1 (a classifier at batch 1, a decoder's step) computes one row, not ROWS. Where B's rows are
+dense (n at stride 1) the whole tiles read it in place, and only the columns of a last, partial tile
+are copied into a zero-padded [K][nc] scratch; a transposed B is copied whole into a zero-padded
+[K][N'] scratch. Either copy is made once per distinct B block (once per call when B broadcasts over
+the batch); the planner stores a transposed weight that only one matmul reads as [K][N], so a
+classifier's or a linear layer's weights are not copied per call (plan.py). The epilogue then runs per
 element of the tile, in the compute type of each node (`CRenderer.expr`), and stores the results.
 
 f32 accumulates in float, f64 in double; anything else is `why_not_matmul`.
@@ -32,6 +35,10 @@ MATMUL_TYPES = {"f32": "float", "f64": "double"}  # operand dtype -> C type of o
 ROWS = 6  # rows of A per tile
 VECTORS = 2  # vectors of columns per tile: ROWS * VECTORS accumulators
 VECTOR_BYTES = 32  # one AVX2 register (on narrower hosts the compiler splits it)
+# k per block of partial sums: each accumulator sums K_BLOCK products, then adds them to the tile's
+# sum, so a sum of K terms carries the rounding of about K_BLOCK + K / K_BLOCK additions, not K (a
+# K of 2048 positive terms, ResNet-50's classifier, was 1.3e-5 off onnxruntime's blocked sums)
+K_BLOCK = 128
 
 
 def _lanes(dtype: str) -> int:
@@ -136,12 +143,14 @@ class _MatmulFunction:
                 if dim is not None and (dim < self.nb or (name not in operands and dim != self.inner)):
                     lines.append(f"const int64_t {name}_s{dim} = {self.stride(a, dim)};")
         sbk, sbn = self.rhs_strides()
-        # B as a dense [K][ldb] block: in place when it is one and whole tiles wide, else a padded copy
+        # B read where it lies when its rows are dense (whole tiles; the last, partial one from a
+        # zero-padded [K][nc] copy of its columns), else (transposed) copied into a padded [K][ldb] block
         return lines + [f"const int64_t whole = {N} / {nc} * {nc};  /* the columns of whole tiles */",
-                        f"const int64_t ldb = ({N} + {nc - 1}) / {nc} * {nc};",
-                        f"const int in_place = {sbn} == 1 && {sbk} == ldb;",
-                        f"{t} *packed = in_place ? NULL : ({t} *)malloc((size_t)({K} * ldb + 1) * sizeof({t}));",
-                        "if (!in_place && packed == NULL) return 1;  /* the launcher runs the torch ops */",
+                        f"const int in_place = {sbn} == 1;",
+                        f"const int64_t ldb = in_place ? {sbk} : ({N} + {nc - 1}) / {nc} * {nc};",
+                        f"const int64_t scratch = in_place ? (whole < {N} ? {K} * {nc} : 0) : {K} * ldb;",
+                        f"{t} *packed = scratch ? ({t} *)malloc((size_t)scratch * sizeof({t})) : NULL;",
+                        "if (scratch && packed == NULL) return 1;  /* the launcher runs the torch ops */",
                         f"const {t} *packed_from = NULL;",
                         f"{t} c[{ROWS} * {nc}];"]
 
@@ -162,26 +171,29 @@ class _MatmulFunction:
         lines = [f"const int64_t {name}_b = {self.offset(a, name, batch)};" for name, a in self.tensors()]
         sbk, sbn = self.rhs_strides()
         lines += [f"const {t} *bsrc = a{rhs_i} + a{rhs_i}_b;",
-                  f"const {t} *bk = bsrc;",
-                  "if (!in_place) {",
-                  f"    if (bsrc != packed_from) sdc_mm_pack_{dtype}(bsrc, {sbk}, {sbn}, {K}, {N}, ldb, packed);",
+                  f"const {t} *bk = in_place ? bsrc : packed;",
+                  "if (packed != NULL && bsrc != packed_from) {  /* once per distinct B block */",
+                  "    if (in_place)",
+                  f"        sdc_mm_pack_{dtype}(bsrc + whole * {sbn}, {sbk}, {sbn}, {K}, {N} - whole, {nc}, packed);",
+                  "    else",
+                  f"        sdc_mm_pack_{dtype}(bsrc, {sbk}, {sbn}, {K}, {N}, ldb, packed);",
                   "    packed_from = bsrc;",
-                  "    bk = packed;",
                   "}"]
         lhs = self.p.args[lhs_i]
         sam, sak = self.stride(lhs, self.rows) or "0", self.stride(lhs, self.inner) or "0"
-        call = f"sdc_mm_tile_{dtype}(a{lhs_i} + a{lhs_i}_b + m0 * {sam}, {sam}, {sak}, rows, bk + n0, ldb, {K}, c);"
+        a = f"a{lhs_i} + a{lhs_i}_b + m0 * {sam}, {sam}, {sak}, rows"
         # the whole tiles' epilogue loops over a constant width (gcc -O2 vectorizes it); the last, partial
         # tile's over `cols` is a separate block, which gcc does not merge with it
         tiles = [f"const int64_t rows = {M} - m0 < {ROWS} ? {M} - m0 : {ROWS};",
                  f"for (int64_t n0 = 0; n0 < whole; n0 += {nc}) {{",
-                 f"    {call}",
+                 f"    sdc_mm_tile_{dtype}({a}, bk + n0, ldb, {K}, c);",
                  *("    " + line for line in self.tile_loops(nc)),
                  "}",
                  f"if (whole < {N}) {{",
                  "    const int64_t n0 = whole;",
                  f"    const int64_t cols = {N} - whole;",
-                 f"    {call}",
+                 f"    if (in_place) sdc_mm_tile_{dtype}({a}, packed, {nc}, {K}, c);",
+                 f"    else sdc_mm_tile_{dtype}({a}, bk + n0, ldb, {K}, c);",
                  *("    " + line for line in self.tile_loops("cols")),
                  "}"]
         return lines + [f"for (int64_t m0 = 0; m0 < {M}; m0 += {ROWS}) {{", *("    " + line for line in tiles), "}"]
@@ -239,35 +251,56 @@ _FMA = """#ifndef SDC_MM_FMA
 
 def matmul_helpers(dtype: str) -> str:
     """The static helpers of the matmul template for one operand dtype (CRenderer's helper `mm_<dtype>`):
-    its vector type, the tile function and the packing of B."""
+    its vector type, the tile functions and the packing of B."""
     t, lanes, nc = MATMUL_TYPES[dtype], _lanes(dtype), tile_columns(dtype)
     vec = f"sdc_v{lanes}{dtype}"
-    accs = [[f"c{i}{v}" for v in range(VECTORS)] for i in range(ROWS)]
-    zero = ", ".join(f"{a} = {{0}}" for row in accs for a in row)
-    rows = "\n".join(f"    const {t} *r{i} = a + (rows > {i} ? {i} : rows - 1) * sam;" for i in range(ROWS))
-    loads = "\n".join(f"        {vec} b{v};\n        memcpy(&b{v}, bk + {v * lanes}, sizeof b{v});"
-                      for v in range(VECTORS))
-    broadcast = ", ".join(["x"] * lanes)
-    fmas = "\n".join(f"        x = r{i}[k * sak]; xv = ({vec}){{{broadcast}}}; "
-                     + " ".join(f"SDC_MM_FMA_{dtype}(c{i}{v}, xv, b{v});" for v in range(VECTORS))
-                     for i in range(ROWS))
-    stores = "\n".join(f"    memcpy(c + {i * nc + v * lanes}, &c{i}{v}, sizeof c{i}{v});"
-                       for i in range(ROWS) for v in range(VECTORS))
-    tile_fn = f"""/* c[{ROWS}][{nc}] = rows of A (r0.. at stride sam, k at stride sak) times a [K][ldb] block of B;
-   rows past `rows` repeat A's last row (computed, never stored) */
-static void sdc_mm_tile_{dtype}(const {t} *a, int64_t sam, int64_t sak, int64_t rows,
-                                             const {t} *b, int64_t ldb, int64_t K, {t} *c)
+
+    def tile_rows(rows: int) -> str:
+        """The tile function of exactly `rows` rows of A: `rows` x VECTORS accumulators."""
+        accs = [[f"c{i}{v}" for v in range(VECTORS)] for i in range(rows)]
+        zero = ", ".join(f"{a} = {{0}}" for row in accs for a in row)
+        pointers = "\n".join(f"    const {t} *r{i} = a + {i} * sam;" for i in range(rows))
+        loads = "\n".join(f"            {vec} b{v};\n            memcpy(&b{v}, bk + {v * lanes}, sizeof b{v});"
+                          for v in range(VECTORS))
+        broadcast = ", ".join(["x"] * lanes)
+        fmas = "\n".join(f"            x = r{i}[k * sak]; xv = ({vec}){{{broadcast}}}; "
+                         + " ".join(f"SDC_MM_FMA_{dtype}(c{i}{v}, xv, b{v});" for v in range(VECTORS))
+                         for i in range(rows))
+        adds = "\n".join(f"        memcpy(&s, c + {i * nc + v * lanes}, sizeof s); s += c{i}{v}; "
+                         f"memcpy(c + {i * nc + v * lanes}, &s, sizeof s);"
+                         for i in range(rows) for v in range(VECTORS))
+        return f"""static void sdc_mm_tile_{dtype}_{rows}(const {t} *a, int64_t sam, int64_t sak, const {t} *b, int64_t ldb,
+                                int64_t K, {t} *c)
 {{
-{rows}
-    {vec} {zero};
-    for (int64_t k = 0; k < K; ++k) {{
-        const {t} *bk = b + k * ldb;
+{pointers}
+    for (int64_t i = 0; i < {rows * nc}; ++i) c[i] = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += {K_BLOCK}) {{
+        const int64_t k1 = K - k0 < {K_BLOCK} ? K : k0 + {K_BLOCK};
+        {vec} {zero};
+        for (int64_t k = k0; k < k1; ++k) {{
+            const {t} *bk = b + k * ldb;
 {loads}
-        {t} x;
-        {vec} xv;
+            {t} x;
+            {vec} xv;
 {fmas}
+        }}
+        {vec} s;  /* the block's sums into the tile's */
+{adds}
     }}
-{stores}
+}}"""
+
+    cases = "\n".join(f"    case {rows}: sdc_mm_tile_{dtype}_{rows}(a, sam, sak, b, ldb, K, c); return;"
+                       for rows in range(1, ROWS))
+    tile_fn = "\n".join(tile_rows(rows) for rows in range(1, ROWS + 1)) + f"""
+/* c[rows][{nc}] (of c[{ROWS}][{nc}]) = `rows` rows of A (r0.. at stride sam, k at stride sak) times a
+   [K][ldb] block of B, 1 <= rows <= {ROWS} */
+static void sdc_mm_tile_{dtype}(const {t} *a, int64_t sam, int64_t sak, int64_t rows,
+                                const {t} *b, int64_t ldb, int64_t K, {t} *c)
+{{
+    switch (rows) {{
+{cases}
+    default: sdc_mm_tile_{dtype}_{ROWS}(a, sam, sak, b, ldb, K, c);
+    }}
 }}"""
     pack_fn = f"""/* B (k at stride sbk, n at stride sbn) as a dense [K][ldb] block, zero past column N (columns computed and
    never stored: zeros, not whatever malloc left, which may be denormals that slow the multiply-adds) */
