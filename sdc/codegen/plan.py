@@ -525,18 +525,12 @@ class _RankBuilder:
         for step in self.plan.steps:
             if step["kind"] != LAUNCH or any(e["op"] in ("conv", "custom") for e in step["kernel"]["ops"]):
                 continue  # convolutions: oneDNN; custom ops: the user's own reference
+            ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
             entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
-
-            def generate():
-                ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
-                return c_kernel(renderer, ops, step["inputs"], step["outputs"], self.plan.values, entry,
-                                self.weight_tensor)
-
             try:
-                generated = generate()
-                # (only where the C kernel takes it: torch's product of a stored [N, K] rounds otherwise)
-                if [self._untranspose_weight(op) for op in step["kernel"]["ops"] if op["op"] == "matmul"] == [True]:
-                    generated = generate()
+                ops, values, transposed = self._stored_transposed(ops)
+                generated = c_kernel(renderer, ops, step["inputs"], step["outputs"], values, entry, self.weight_tensor,
+                                     transposed)
             except (LoweringError, ValueError) as e:  # ValueError: a renderer without a form for a node
                 step["kernel"]["why_reference"] = str(e)
                 continue
@@ -547,23 +541,27 @@ class _RankBuilder:
         if functions:
             self.plan.kernel_sources[f"{KERNELS_DIR}/{source}"] = renderer.file(functions)
 
-    def _untranspose_weight(self, op: dict) -> bool:
-        """A matmul that reads a weight transposed (`transpose_rhs`: a Gemm with transB, a linear
-        layer's [out, in] weight) reads it as stored [K, N] instead: the C matmul reads rows of B in
-        place, and would otherwise copy a transposed B on every call. Only a 2-d plan weight in plain
-        order that no other op reads; the op's torch form computes the same product either way."""
-        attrs = op.get("attrs", {})
-        vid = op["inputs"][1] if len(op["inputs"]) == 2 else None
-        value = self.plan.values.get(vid) if vid is not None else None
-        logical = self.weight_tensor(vid)
-        if (not attrs.get("transpose_rhs") or value is None or logical is None or logical.dim() != 2
-                or value.get("layout") or self._readers().get(vid, 0) != 1):
-            return False
-        name = self._fresh_weight_name(f"{value['weight']}@T")
-        self.plan.weights[name] = logical.t().contiguous()
-        value["weight"], value["shape"] = name, list(reversed(value["shape"]))
-        op["attrs"] = {**attrs, "transpose_rhs": False}
-        return True
+    def _stored_transposed(self, ops: list[dict]) -> tuple[list[dict], dict, list[str]]:
+        """(ops, values, transposed) for the C lowering of one group: a matmul that reads a 2-d plan
+        weight transposed (`transpose_rhs`: a Gemm with transB, a linear layer's [out, in] weight) is
+        lowered as the product with that weight stored [K, N], which the launcher makes once at load
+        (the kernel's `transposed`): the C matmul reads rows of B in place, and would otherwise copy a
+        transposed B on every call. The plan's weight and ops stay as they are (their torch form,
+        the fallback, reads the same values as a view of that copy)."""
+        values, transposed, out = self.plan.values, [], []
+        for op in ops:
+            vid = op["inputs"][1] if op["op"] == "matmul" and len(op["inputs"]) == 2 else None
+            logical = self.weight_tensor(vid) if vid is not None and vid not in transposed else None
+            if (logical is None or logical.dim() != 2 or not op.get("attrs", {}).get("transpose_rhs")
+                    or sum(vid in e["inputs"] for e in ops) != 1):
+                out.append(op)
+                continue
+            if values is self.plan.values:
+                values = dict(values)
+            values[vid] = {**values[vid], "shape": list(reversed(values[vid]["shape"]))}
+            transposed.append(vid)
+            out.append({**op, "attrs": {**op["attrs"], "transpose_rhs": False}})
+        return out, values, transposed
 
     def _store_laid_out(self, vid: str, layout: tuple[int, ...]) -> None:
         """A convolution's weight stored in physical order `layout` (the runtime views it back logically,

@@ -41,6 +41,7 @@ as its `fallback` (the ops through torch), which a call runs instead of the kern
   the executor's tensors are not on the CPU.
 
 One executor's calls run one at a time: each launch fills its own preallocated pointer array.
+Runs of consecutive C launches are called as one (sdc/runtime/c_segment.py).
 
 No MLIR here.
 """
@@ -167,11 +168,13 @@ def check_signature(lib: ctypes.PyDLL, spec: S.CKernel, values: dict[str, S.Valu
         "domain": list(spec.domain),
         "args": [[values[a.value].dtype, list(a.map)] for a in spec.args],
         "results": [[values[r.value].dtype, list(r.map)] for r in spec.results],
+        "transposed": list(spec.transposed),
     }
     for key, want in expected.items():
-        if sig.get(key) != want:
+        got = sig.get(key, [] if key == "transposed" else None)  # (kernels compiled before it took none)
+        if got != want:
             raise error(f"plan.json's launch of C kernel '{spec.entry}' does not match the kernel's compiled "
-                        f"signature: {key} {want} in the plan, {sig.get(key)} compiled")
+                        f"signature: {key} {want} in the plan, {got} compiled")
 
 
 def c_kernels_enabled() -> bool:
@@ -343,12 +346,15 @@ def _dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def prepare_c_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.Value], sources: Any,
                      error: Callable[[str], SdcError], fallback: list[Callable[[list, Any], None]],
-                     libraries: CLibraries | None = None, device: torch.device | None = None) -> CLaunch:
+                     libraries: CLibraries | None = None, device: torch.device | None = None,
+                     initial: list | None = None) -> CLaunch:
     """The instruction for a c launch step: its source read and hash-checked (`sources`, a
     triton_launcher.KernelSources), built into a library once per executor (`libraries`, shared by
     the executor's launches), its entry looked up. `fallback`: the group's reference instructions,
     what a call runs where the kernel does not (module docstring); they alone run on a device other
-    than the CPU."""
+    than the CPU. `initial`: the executor's slots before a call (its weights); a weight the kernel
+    reads transposed (`spec.transposed`) gets a slot of its own appended there, holding its [K, N]
+    copy, and its own slot a transposed view of that copy (the same values, one copy of the bytes)."""
     spec = step.c
     assert spec is not None
     if sources is None:
@@ -363,8 +369,18 @@ def prepare_c_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.
         fn.restype = ctypes.c_int
     results = {r.value for r in spec.results}
     scratch = tuple(dict.fromkeys(slots[v] for e in step.ops for v in e.outputs if v not in results))
+    arg_slots = [slots[a.value] for a in spec.args]
+    for i in spec.transposed if fn is not None else ():
+        weight = initial[arg_slots[i]] if initial is not None else None
+        if weight is None or weight.dim() != 2:
+            raise error(f"{step.where}: C kernel '{spec.entry}' reads value '{spec.args[i].value}' as a transposed "
+                        "weight, but it is not a 2-d weight")
+        copy = weight.t().contiguous()
+        initial[arg_slots[i]] = copy.t()
+        initial.append(copy)
+        arg_slots[i] = len(initial) - 1
     return CLaunch(
-        where=step.where, spec=spec, fn=fn, arg_slots=tuple(slots[a.value] for a in spec.args),
+        where=step.where, spec=spec, fn=fn, arg_slots=tuple(arg_slots),
         result_slots=tuple(slots[r.value] for r in spec.results),
         result_dtypes=tuple(dtypes.to_torch(values[r.value].dtype) for r in spec.results),
         fallback=tuple(fallback), scratch=scratch,

@@ -382,7 +382,7 @@ class ReferenceExecutor:
                     [self._op(step, entry, weights, error, allocated, from_comm) for entry in fuse_epilogues(step.ops)],
                     self.initial), comm)
                 self.program.append(prepare_c_launch(step, self.slots, program.values, kernels, error, list(fallback),
-                                                     c_libraries, device))
+                                                     c_libraries, device, self.initial))
             elif isinstance(step, S.Launch):
                 self.kernel_count += 1
                 # a convolution takes the relu/add after it: oneDNN post-ops on the CPU, one fused cuDNN
@@ -411,7 +411,12 @@ class ReferenceExecutor:
             if len(self.program) > first:
                 self.segments.append((_step_info(step), tuple(self.program[first:])))
         # What an unprofiled call runs: the same instructions, plain ops specialized with their frees.
-        self.fast_program = _straight_line(_fuse_bias_adds(self.program, self.initial), comm)
+        program_now = self.program
+        if c_libraries is not None and (device is None or device.type == "cpu"):
+            from sdc.runtime.c_segment import build_segments  # runs of C launches as one call
+
+            program_now = build_segments(program_now, self.output_slots, self.initial)
+        self.fast_program = _straight_line(_fuse_bias_adds(program_now, self.initial), comm)
         # Reference kernels (torch ops) make tensors without naming a device and compute f32 products
         # through cuBLAS/cuDNN, so on a device they run under torch's default-device mode and
         # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names

@@ -152,6 +152,9 @@ class CKernel:
     domain: tuple[int | None, ...]
     args: tuple[KernelTensor, ...]
     results: tuple[KernelTensor, ...]
+    # args that are 2-d weights the kernel reads transposed: the launcher passes a [K, N] copy of the
+    # plan's [N, K] weight, made once at load (their maps are over the copy's dims)
+    transposed: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -708,7 +711,13 @@ def _c_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], valu
         if values[t.value].dtype not in C_DTYPES:
             raise PlanError(f"{where}: value '{t.value}' is {values[t.value].dtype}, which a c kernel does not "
                             f"store (it stores {', '.join(sorted(C_DTYPES))})")
-    return CKernel(source, entry, template, tuple(domain), args, results)
+    transposed = raw.get("transposed", [])
+    if (not isinstance(transposed, list) or not all(_is_int(i) and 0 <= i < len(args) for i in transposed)
+            or len(set(transposed)) != len(transposed)
+            or any(values[args[i].value].weight is None or len(values[args[i].value].shape) != 2 for i in transposed)):
+        raise PlanError(f"{where}: a c kernel's 'transposed' must list distinct indices of its args that are 2-d "
+                        f"weights, found {_short(transposed)}")
+    return CKernel(source, entry, template, tuple(domain), args, results, tuple(transposed))
 
 
 def _grid_exprs(raw: dict, rank: int, where: str, key: str = "grid") -> tuple[str, ...]:

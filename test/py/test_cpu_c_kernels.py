@@ -143,26 +143,51 @@ def _gemm_model(shared: bool):
 
 
 @pytest.mark.parametrize("shared", [False, True])
-def test_a_transposed_weight_is_stored_as_the_c_matmul_reads_it(tmp_path, shared):
-    """A Gemm with transB: the weight that only it reads is stored [K, N] (the C matmul reads B's rows in
-    place instead of copying a transposed B per call); one read by two ops keeps its layout. Both match
-    onnxruntime."""
+def test_a_transposed_weight_is_passed_as_the_c_matmul_reads_it(tmp_path, shared):
+    """A Gemm with transB: its C kernel reads the weight as a [K, N] copy the launcher makes once at load
+    (the C matmul reads rows of B in place instead of copying a transposed B per call); the plan keeps the
+    user's weight and op. Two kernels that read one weight share the copy. Both match onnxruntime."""
     import numpy as np
     import onnxruntime as ort
+    from sdc.runtime.c_launcher import CLaunch
 
     model = _gemm_model(shared)
     exe = sdc.compile(model, output=tmp_path / "g.sdc")
     plan = json.loads((tmp_path / "g.sdc" / "plan.json").read_text())["ranks"][0]
-    matmuls = [(s, e) for s in plan["steps"] if s["kind"] == "launch" for e in s["kernel"]["ops"] if e["op"] == "matmul"]
-    assert matmuls and all(s["kernel"]["backend"] == "c" for s, _ in matmuls)
-    weight_shapes = sorted(plan["values"][e["inputs"][1]]["shape"] for _, e in matmuls)
-    transposed = [bool(e["attrs"].get("transpose_rhs")) for _, e in matmuls]
-    if shared:
-        assert weight_shapes == [[37, 20], [37, 20]] and transposed == [True, True]
-    else:
-        assert weight_shapes == [[20, 37]] and transposed == [False]
+    steps = [s for s in plan["steps"] if s["kind"] == "launch" and any(e["op"] == "matmul" for e in s["kernel"]["ops"])]
+    assert len(steps) == (2 if shared else 1) and all(s["kernel"]["backend"] == "c" for s in steps)
+    for s in steps:
+        (mm,) = [e for e in s["kernel"]["ops"] if e["op"] == "matmul"]
+        assert mm["attrs"].get("transpose_rhs") and plan["values"][mm["inputs"][1]]["shape"] == [37, 20]
+        (i,) = s["kernel"]["transposed"]
+        assert s["kernel"]["args"][i]["value"] == mm["inputs"][1]
+    launches = [m for i in exe._executor.program for m in ([i] if isinstance(i, CLaunch) else []) if m.spec.transposed]
+    copies = {exe._executor.initial[m.arg_slots[m.spec.transposed[0]]].data_ptr() for m in launches}
+    assert len(launches) == len(steps) and len(copies) == 1
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for batch in (1, 5, 8):
         x = np.random.default_rng(batch).standard_normal((batch, 20)).astype(np.float32)
         for got, want in zip(exe(x), session.run(None, {"x": x})):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_transposed_must_name_a_2d_weight_argument(tmp_path):
+    """plan.json edited (with the manifest's hash) so a C kernel claims to read an activation transposed: the
+    load refuses the plan in one line."""
+    exe = sdc.compile(_gemm_model(False), output=tmp_path / "g.sdc")
+    del exe
+    root = tmp_path / "g.sdc"
+    plan = json.loads((root / "plan.json").read_text())
+    step = next(s for s in plan["ranks"][0]["steps"] if s["kind"] == "launch" and "transposed" in s["kernel"])
+    x = next(i for i, a in enumerate(step["kernel"]["args"]) if a["value"] not in plan["ranks"][0]["values"]
+             or "weight" not in plan["ranks"][0]["values"][a["value"]])
+    step["kernel"]["transposed"] = [x]
+    text = json.dumps(plan)
+    (root / "plan.json").write_text(text)
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["files"]["plan.json"] = {"sha256": hashlib.sha256(text.encode()).hexdigest(), "bytes": len(text)}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SdcError) as caught:
+        sdc.runtime.load(root)
+    message = str(caught.value)
+    assert "\n" not in message and "'transposed' must list distinct indices of its args that are 2-d weights" in message

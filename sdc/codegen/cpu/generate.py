@@ -23,7 +23,7 @@ C_SOURCE = "cpu.c"  # the rank's one source file under kernels/ (cpu_r<rank>.c f
 MAX_STATIC_MACS = 1 << 21
 
 
-def signature(program: KernelProgram) -> str:
+def signature(program: KernelProgram, transposed: Sequence[int] = ()) -> str:
     """What the function was compiled for, as compact JSON (the launcher compares it with the plan)."""
     return json.dumps({
         "template": program.template,
@@ -31,6 +31,7 @@ def signature(program: KernelProgram) -> str:
         "iterated": program.iterated,
         "args": [[a.dtype, list(a.map)] for a in program.args],
         "results": [[r.dtype, list(r.map)] for r, _ in program.results],
+        "transposed": list(transposed),
     }, separators=(",", ":"))
 
 
@@ -39,9 +40,11 @@ def signature_symbol(entry: str) -> str:
 
 
 def c_kernel(renderer, ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequence[str],
-             values: Mapping[str, Mapping], entry: str, weight=lambda vid: None):
+             values: Mapping[str, Mapping], entry: str, weight=lambda vid: None, transposed: Sequence[str] = ()):
     """The C function of one kernel group (source text with its signature constant) and its plan.json
-    kernel object less `source` and `ops`; LoweringError when no C template fits the group."""
+    kernel object less `source` and `ops`; LoweringError when no C template fits the group.
+    `transposed`: the 2-d weights the launcher passes as a transposed copy made at load (`values`
+    gives them the copy's shape; the kernel object lists their argument indices)."""
     from sdc.codegen.triton import GeneratedKernel
 
     program = lower_group(ops, inputs, outputs, values, renderer.elementwise_ops(), weight)
@@ -56,7 +59,8 @@ def c_kernel(renderer, ops: Sequence[Mapping], inputs: Sequence[str], outputs: S
             raise LoweringError(f"a product of {macs} multiply-adds (the C matmul is for products up to "
                                 f"{MAX_STATIC_MACS})")
     text = renderer.function(program, entry)
-    sig = signature(program).replace("\\", "\\\\").replace('"', '\\"')
+    indices = [i for i, a in enumerate(program.args) if a.value in transposed]
+    sig = signature(program, indices).replace("\\", "\\\\").replace('"', '\\"')
     text += f'\nconst char *const {signature_symbol(entry)} = "{sig}";\n'
     kernel = {
         "backend": C_BACKEND,
@@ -65,5 +69,6 @@ def c_kernel(renderer, ops: Sequence[Mapping], inputs: Sequence[str], outputs: S
         "domain": list(program.domain),
         "args": [{"value": a.value, "map": list(a.map)} for a in program.args],
         "results": [{"value": r.value, "map": list(r.map)} for r, _ in program.results],
+        **({"transposed": indices} if indices else {}),
     }
     return GeneratedKernel(program, text, kernel)

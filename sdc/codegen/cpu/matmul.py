@@ -15,8 +15,9 @@ an M of 1 (a classifier at batch 1, a decoder's step) computes one row, not ROWS
 dense (n at stride 1) the whole tiles read it in place, and only the columns of a last, partial tile
 are copied into a zero-padded [K][nc] scratch; a transposed B is copied whole into a zero-padded
 [K][N'] scratch. Either copy is made once per distinct B block (once per call when B broadcasts over
-the batch); the planner stores a transposed weight that only one matmul reads as [K][N], so a
-classifier's or a linear layer's weights are not copied per call (plan.py). The epilogue then runs per
+the batch). A 2-d weight read transposed (a Gemm's transB, a linear layer's [out, in]) is lowered as
+its [K][N] copy, which the launcher makes once at load (plan.py `_stored_transposed`, the kernel's
+`transposed`), so no weight is copied per call. The epilogue then runs per
 element of the tile, in the compute type of each node (`CRenderer.expr`), and stores the results.
 
 f32 accumulates in float, f64 in double; anything else is `why_not_matmul`.

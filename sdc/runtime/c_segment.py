@@ -1,0 +1,402 @@
+"""Runs of C launches called as one: the executor's `CSegment` instruction.
+
+Each C launch (c_launcher.CLaunch) costs 3-10 us of Python per call: its argument shapes looked up,
+its results allocated, its pointers written, one ctypes call. A small transformer has dozens of them
+between a few torch ops, so that cost, not the kernels, decides its time. A segment is a maximal run of
+consecutive executor instructions that are
+
+- C launches with a compiled kernel;
+- free steps (which drop slots; those that keep memory for a later alloc end the run);
+- plain view ops of one operand (`VIEW_OPS`: reshape, unsqueeze, squeeze, transpose, broadcast),
+
+holding at least two launches. A call of the segment makes one ctypes call of `sdc_run_kernels`
+(`SEQUENCER`, compiled once per host like the kernels), which calls each kernel with its pointer and
+domain arrays in order, and stops at the first that returns nonzero.
+
+What one call derives from the shapes of the values the run reads from before it, and the symbol
+values (the `_Plan`, made on the first call of those shapes and kept, up to `PLANS` of them): every
+launch's domain (CLaunch._settle on meta tensors) and every view's result (the op itself on a meta
+tensor). A view whose result is dense is an alias (the same memory: no work); another (a transpose, a
+broadcast) becomes a strided copy into a dense buffer (`sdc_strided_copy`), which is what the launch
+reading it would have made of it. The values the run makes live in buffers the plan keeps, except
+those whose memory the call may hand back (an output, or what an output may be a view of, or memory
+a later alloc takes: `_may_outlive_the_call`), which get fresh tensors per call as a launch makes
+them. The pointers of kept buffers and of weights are written once; a call writes those of its other
+inputs and of its fresh results.
+
+A call runs the instructions one by one instead (what the executor does without segments) when the
+plan says a launch does not fit (a run-time broadcast), a launch's work is large while torch has
+more than one thread (the launch then runs torch's ops on all of them), a view does not give a view,
+or a kernel returned nonzero (the instructions then run from the start: nothing before wrote into
+the run's inputs, so the call's error, or its results, are the launches' own). `SDC_C_SEGMENTS=0`
+at load turns segments off. No MLIR here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from sdc.diagnostics import SdcError
+from sdc.limits import check_alloc
+
+SEGMENTS_ENV = "SDC_C_SEGMENTS"
+VIEW_OPS = ("reshape", "unsqueeze", "squeeze", "transpose", "broadcast")
+PLANS = 8  # shapes a segment keeps a plan for (each plan holds the buffers of the run's inner values)
+MAX_RANK = 8  # of a strided copy
+
+SEQUENCER = r"""
+#include <stdint.h>
+#include <string.h>
+
+typedef int (*sdc_kernel)(void **p, const int64_t *d);
+
+/* kernels[i](ps[i], ds[i]) for i < n in order; 0, or 1 + the index of the first that returned nonzero */
+int sdc_run_kernels(int64_t n, void *const *kernels, void **const *ps, const int64_t *const *ds)
+{
+    for (int64_t i = 0; i < n; ++i)
+        if (((sdc_kernel)kernels[i])(ps[i], ds[i]))
+            return (int)(i + 1);
+    return 0;
+}
+
+/* p[0]: the source, p[1]: the dense destination; d = {rank, element bytes, offset, size[rank],
+   stride[rank]}: destination element (i0, ..) is source element offset + sum(i_j * stride[j]) */
+int sdc_strided_copy(void **p, const int64_t *d)
+{
+    const int64_t rank = d[0], bytes = d[1];
+    const int64_t *size = d + 3, *stride = d + 3 + rank;
+    int64_t index[8] = {0}, n = 1;
+    for (int64_t j = 0; j < rank; ++j) n *= size[j];
+    if (n == 0) return 0;
+    const int64_t inner = rank ? size[rank - 1] : 1, step = rank ? stride[rank - 1] : 0;
+    const char *src = (const char *)p[0];
+    char *dst = (char *)p[1];
+    for (int64_t done = 0; done < n; done += inner) {
+        int64_t at = d[2];
+        for (int64_t j = 0; j + 1 < rank; ++j) at += index[j] * stride[j];
+        switch (bytes) {
+        case 8: for (int64_t i = 0; i < inner; ++i) ((int64_t *)dst)[done + i] = ((const int64_t *)src)[at + i * step]; break;
+        case 4: for (int64_t i = 0; i < inner; ++i) ((int32_t *)dst)[done + i] = ((const int32_t *)src)[at + i * step]; break;
+        case 2: for (int64_t i = 0; i < inner; ++i) ((int16_t *)dst)[done + i] = ((const int16_t *)src)[at + i * step]; break;
+        default: for (int64_t i = 0; i < inner; ++i) memcpy(dst + (done + i) * bytes, src + (at + i * step) * bytes, (size_t)bytes);
+        }
+        for (int64_t j = rank - 2; j >= 0; --j) {
+            if (++index[j] < size[j]) break;
+            index[j] = 0;
+        }
+    }
+    return 0;
+}
+"""
+
+
+def segments_enabled() -> bool:
+    """SDC_C_SEGMENTS (read when an artifact is loaded): unset or 1/on, runs of C launches as one call."""
+    text = os.environ.get(SEGMENTS_ENV, "").strip().lower()
+    if text in ("", "1", "on", "true", "yes"):
+        return True
+    if text in ("0", "off", "false", "no"):
+        return False
+    raise SdcError(f"{SEGMENTS_ENV}={os.environ[SEGMENTS_ENV]!r} is not one of 1, on, 0, off")
+
+
+_SEQUENCER_LIB: list = []  # the loaded sequencer library, once per process (None: it did not build)
+
+
+def _sequencer():
+    if not _SEQUENCER_LIB:
+        from sdc.runtime.c_launcher import CCompileError, build_library
+
+        try:
+            lib = build_library(SEQUENCER)
+        except CCompileError:
+            lib = None
+        if lib is not None:
+            lib.sdc_run_kernels.restype = ctypes.c_int
+            lib.sdc_run_kernels.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        _SEQUENCER_LIB.append(lib)
+    return _SEQUENCER_LIB[0]
+
+
+# ---------------------------------------------------------------- finding the runs
+
+
+def build_segments(program: list[Callable], output_slots: list[int], initial: list) -> list[Callable]:
+    """`program` with each run of C launches (module docstring) replaced by one `CSegment`. `initial`:
+    the executor's slots before a call (its weights, which every call reads where they lie)."""
+    from sdc.runtime.c_launcher import CLaunch
+    from sdc.runtime.executor import FreeSlots, PreparedOp
+
+    if not segments_enabled() or not any(isinstance(i, CLaunch) and i.fn is not None for i in program):
+        return program
+    lib = _sequencer()
+    if lib is None:
+        return program
+
+    # a launch that writes into a buffer bound before it (an alloc step's, a view of one: a concat written
+    # in place) keeps its own instruction: a segment gives the values it makes memory of its own
+    bound = {i.slot for i in program if type(i).__name__ in ("AllocBuffer", "ViewSlot", "ArenaAlloc")}
+
+    def member(i: Any) -> bool:
+        if isinstance(i, CLaunch):
+            return i.fn is not None and not bound.intersection(i.result_slots)
+        if isinstance(i, FreeSlots):
+            return not i.keep
+        return (isinstance(i, PreparedOp) and i.name in VIEW_OPS and i.plain(None) and len(i.ins) == 1
+                and len(i.outs) == 1)
+
+    out: list[Callable] = []
+    run: list[Callable] = []
+    outlive = _may_outlive_the_call(program, output_slots)
+
+    def close() -> None:
+        if sum(isinstance(i, CLaunch) for i in run) >= 2:
+            out.append(CSegment(tuple(run), outlive, lib, initial))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for instruction in program:
+        if member(instruction):
+            run.append(instruction)
+        else:
+            close()
+            out.append(instruction)
+    close()
+    return out
+
+
+def _may_outlive_the_call(program: list[Callable], output_slots: list[int]) -> frozenset[int] | None:
+    """The slots whose memory a call may hand back: the outputs, and every value an instruction reads
+    to make one of those (any result may be a view of any operand: a reshape's is), transitively; a
+    value whose memory a later alloc takes (a free that keeps it), and what shares memory with an
+    alloc's or view's buffer. None: an instruction this does not know, so any may."""
+    from sdc.runtime.arena import ArenaAlloc
+    from sdc.runtime.c_launcher import CLaunch
+    from sdc.runtime.executor import AllocBuffer, EventStep, FreeSlots, PreparedOp, ViewSlot
+
+    reach = set(output_slots)
+    pairs: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # (operands, results) that may share memory
+    for i in program:
+        if isinstance(i, CLaunch):
+            pairs.append((i.arg_slots, (*i.result_slots, *i.scratch)))
+        elif isinstance(i, PreparedOp):
+            pairs.append((i.ins, i.outs))
+        elif isinstance(i, FreeSlots):
+            reach.update(i.keep)
+        elif isinstance(i, ViewSlot):
+            pairs += [((i.base,), (i.slot,)), ((i.slot,), (i.base,))]
+        elif isinstance(i, AllocBuffer):
+            if i.reuses is not None:
+                pairs += [((i.reuses,), (i.slot,)), ((i.slot,), (i.reuses,))]
+        elif not isinstance(i, (ArenaAlloc, EventStep)):
+            return None
+    changed = True
+    while changed:
+        changed = False
+        for ins, outs in reversed(pairs):
+            if any(o in reach for o in outs) and not reach.issuperset(ins):
+                reach.update(ins)
+                changed = True
+    return frozenset(reach)
+
+
+# ---------------------------------------------------------------- one segment
+
+
+@dataclass
+class _Plan:
+    """What calls of one set of input shapes (and symbol values) run: see the module docstring."""
+
+    stepwise: bool = False  # run the instructions one by one
+    large: bool = False  # a launch's work is large: one by one when torch has more than one thread
+    count: int = 0
+    kernels: Any = None  # ctypes arrays for sdc_run_kernels
+    pointer_arrays: Any = None
+    domains: Any = None
+    ext_patches: tuple = ()  # (pointer array, index, input position)
+    fresh: tuple = ()  # (shape, dtype) of each buffer allocated per call
+    fresh_patches: tuple = ()  # (pointer array, index, fresh position)
+    results: tuple = ()  # (slot, ("fresh", j) or ("input", i), view shape or None)
+    kept_results: tuple = ()  # (slot, tensor): values read after the run that live in kept buffers
+    keep: list = field(default_factory=list)  # everything the arrays point into or at (the weights: the executor)
+
+
+class CSegment:
+    """One run of C launches, views and frees (module docstring), an executor instruction."""
+
+    def __init__(self, members: tuple, outlive: frozenset[int] | None, lib: Any, initial: list):
+        from sdc.runtime.c_launcher import CLaunch
+        from sdc.runtime.executor import FreeSlots
+
+        self.members = members
+        self.lib = lib
+        self.run_kernels = lib.sdc_run_kernels
+        self.copy_address = ctypes.cast(lib.sdc_strided_copy, ctypes.c_void_p).value
+        self.plans: dict = {}
+        self.has_views = any(not isinstance(m, (CLaunch, FreeSlots)) for m in members)
+        made: set[int] = set()
+        inputs: list[int] = []
+        for m in members:
+            reads = m.arg_slots if isinstance(m, CLaunch) else () if isinstance(m, FreeSlots) else m.ins
+            for slot in reads:
+                if slot not in made and slot not in inputs:
+                    inputs.append(slot)
+            made.update(m.result_slots if isinstance(m, CLaunch) else () if isinstance(m, FreeSlots) else m.outs)
+        # the weights among them: dense tensors every call reads where they lie, their pointers written once
+        self.constants = frozenset(n for n, slot in enumerate(inputs) if initial[slot] is not None
+                                   and initial[slot].is_contiguous())
+        self.inputs = tuple(inputs)
+        self.freed = tuple(s for m in members if isinstance(m, FreeSlots) for s in m.slots)
+        # what the run makes that is read after it: every value it makes and does not free; of those, the
+        # ones whose memory the call may hand back (`_may_outlive_the_call`) get fresh tensors per call
+        freed = set(self.freed)
+        self.leaving = frozenset(s for s in made if s not in freed)
+        self.outliving = frozenset(s for s in self.leaving if outlive is None or s in outlive)
+        self.where = next(m.where for m in members if isinstance(m, CLaunch))
+
+    def stepwise(self, vals: list, state: Any) -> None:
+        for m in self.members:
+            m(vals, state)
+
+    def __call__(self, vals: list, state: Any) -> None:
+        tensors = [vals[s] for s in self.inputs]
+        key = tuple([t.shape for t in tensors])
+        if self.has_views:
+            key = (key, tuple(state.env.symbols.values()))
+        plan = self.plans.get(key)
+        if plan is None:
+            if len(self.plans) >= PLANS:
+                self.plans.clear()
+            with torch.inference_mode(False):  # (views of inference-mode tensors do not say they are views)
+                plan = self.plans[key] = self._plan(tensors, state)
+        if plan.stepwise or (plan.large and state.threads > 1):
+            return self.stepwise(vals, state)
+        for n, t in enumerate(tensors):
+            if not t.is_contiguous():
+                check_alloc(t.numel() * t.element_size(), f"{self.where}: an input of a run of C kernels made dense")
+                tensors[n] = t.contiguous()
+        if plan.ext_patches:
+            pointers = [t.data_ptr() for t in tensors]
+            for array, index, n in plan.ext_patches:
+                array[index] = pointers[n]
+        fresh = [torch.empty(shape, dtype=dtype) for shape, dtype in plan.fresh]
+        for array, index, n in plan.fresh_patches:
+            array[index] = fresh[n].data_ptr()
+        if self.run_kernels(plan.count, plan.kernels, plan.pointer_arrays, plan.domains):
+            return self.stepwise(vals, state)  # the launches decide what this call does
+        for slot, (kind, n), shape in plan.results:
+            t = fresh[n] if kind == "fresh" else tensors[n]
+            vals[slot] = t if shape is None else t.view(shape)
+        for slot, t in plan.kept_results:
+            vals[slot] = t
+        for slot in self.freed:
+            vals[slot] = None
+
+    # ------------------------------------------------------------ planning one set of shapes
+
+    def _plan(self, tensors: list[torch.Tensor], state: Any) -> _Plan:
+        from sdc.runtime.c_launcher import _MISFIT, CLaunch
+        from sdc.runtime.executor import FreeSlots
+
+        plan = _Plan()
+        # per slot the run has seen: (meta tensor, storage) where storage is ("input", i) or ("buffer", b)
+        meta: dict[int, torch.Tensor] = {}
+        storage: dict[int, tuple[str, int]] = {}
+        for n, (slot, t) in enumerate(zip(self.inputs, tensors)):
+            meta[slot] = torch.empty(t.shape, dtype=t.dtype, device="meta")
+            storage[slot] = ("input", n)
+        buffers: list[tuple[tuple[int, ...], torch.dtype]] = []  # per buffer: shape, dtype
+        calls: list[tuple[int, list, Any]] = []  # (kernel address, [storage per pointer], domain array)
+
+        def new_buffer(shape, dtype) -> tuple[str, int]:
+            buffers.append((tuple(shape), dtype))
+            return ("buffer", len(buffers) - 1)
+
+        try:
+            for m in self.members:
+                if isinstance(m, FreeSlots):
+                    continue
+                if isinstance(m, CLaunch):
+                    known = m._settle([meta[s] for s in m.arg_slots])
+                    if known is _MISFIT:
+                        return _Plan(stepwise=True)
+                    plan.large |= known.large
+                    outs = []
+                    for slot, (shape, _, dtype, _) in zip(m.result_slots, known.results):
+                        meta[slot] = torch.empty(shape, dtype=dtype, device="meta")
+                        storage[slot] = new_buffer(shape, dtype)
+                        outs.append(storage[slot])
+                    calls.append((ctypes.cast(m.fn, ctypes.c_void_p).value,
+                                  [storage[s] for s in m.arg_slots] + outs, known.dims))
+                    continue
+                (src,), (dst,) = m.ins, m.outs
+                x = meta[src]
+                y = m.direct(x) if m.direct is not None else m.kernel(state.env, m.attrs, x)
+                if isinstance(y, (tuple, list)):
+                    y = y[0]
+                if not isinstance(y, torch.Tensor) or y.device.type != "meta" or not (y is x or y._is_view()):
+                    return _Plan(stepwise=True)
+                if y.is_contiguous():
+                    meta[dst] = y
+                    storage[dst] = storage[src]
+                    continue
+                if y.dim() > MAX_RANK:
+                    return _Plan(stepwise=True)
+                meta[dst] = torch.empty(y.shape, dtype=y.dtype, device="meta")
+                storage[dst] = new_buffer(y.shape, y.dtype)
+                copy = (ctypes.c_int64 * (3 + 2 * y.dim()))(y.dim(), y.element_size(), y.storage_offset(),
+                                                            *y.shape, *y.stride())
+                calls.append((self.copy_address, [storage[src], storage[dst]], copy))
+        except SdcError:
+            return _Plan(stepwise=True)  # one by one: the instruction that fails says why, in its turn
+
+        # buffers that hold a value the call may hand back are fresh per call; the others the plan keeps
+        leaving = {storage[s] for s in self.outliving}
+        fresh_index: dict[int, int] = {}
+        kept: dict[int, torch.Tensor] = {}
+        for b, (shape, dtype) in enumerate(buffers):
+            if ("buffer", b) in leaving:
+                fresh_index[b] = len(fresh_index)
+            else:
+                check_alloc(math.prod(shape) * torch.empty((), dtype=dtype).element_size(),
+                            f"{self.where}: a value of a run of C kernels")
+                kept[b] = torch.empty(shape, dtype=dtype)
+        plan.fresh = tuple(buffers[b] for b in fresh_index)
+        arrays, ext, fresh = [], [], []
+        for _, where, _ in calls:
+            array = (ctypes.c_void_p * max(1, len(where)))()
+            for index, (kind, n) in enumerate(where):
+                if kind == "input" and n in self.constants:
+                    array[index] = tensors[n].data_ptr()
+                elif kind == "input":
+                    ext.append((array, index, n))
+                elif n in fresh_index:
+                    fresh.append((array, index, fresh_index[n]))
+                else:
+                    array[index] = kept[n].data_ptr()
+            arrays.append(array)
+        plan.ext_patches, plan.fresh_patches = tuple(ext), tuple(fresh)
+        plan.count = len(calls)
+        plan.kernels = (ctypes.c_void_p * len(calls))(*[address for address, _, _ in calls])
+        plan.pointer_arrays = (ctypes.c_void_p * len(calls))(*[ctypes.addressof(a) for a in arrays])
+        plan.domains = (ctypes.c_void_p * len(calls))(*[ctypes.addressof(d) for _, _, d in calls])
+        results, kept_results = [], []
+        for slot in sorted(self.leaving):
+            kind, n = storage[slot]
+            base_shape = tuple(buffers[n][0]) if kind == "buffer" else tuple(tensors[n].shape)
+            shape = tuple(meta[slot].shape)
+            if kind == "buffer" and n in kept:  # a view of a kept buffer is made once
+                kept_results.append((slot, kept[n] if shape == base_shape else kept[n].view(shape)))
+                continue
+            results.append((slot, ("fresh", fresh_index[n]) if kind == "buffer" else ("input", n),
+                            None if shape == base_shape else shape))
+        plan.results, plan.kept_results = tuple(results), tuple(kept_results)
+        plan.keep = [arrays, kept, [d for _, _, d in calls]]
+        return plan

@@ -1,0 +1,160 @@
+"""Runs of C launches called as one (sdc/runtime/c_segment.py): compiled models whose consecutive C
+kernels and views run through one `CSegment`, against torch eager and against the same artifact with
+segments off (`SDC_C_SEGMENTS=0`, bit for bit: the same kernels run); fresh results per call; the
+instructions one by one where a kernel fails, a launch does not fit or its work is large; the strided
+copy against torch's own."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+
+import pytest
+import torch
+from torch.export import Dim
+
+import sdc
+import sdc.runtime
+from sdc.diagnostics import SdcError
+from sdc.runtime.c_segment import CSegment, _sequencer
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on the PATH")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SDC_C_CACHE_DIR", str(tmp_path / "c-cache"))
+
+
+class Attention(torch.nn.Module):
+    """Heads split by reshape and transpose between C kernels (matmuls, softmax, layer_norm), a
+    residual, and two outputs: one a view (reshape) of a value the run makes."""
+
+    def __init__(self, width: int = 16, heads: int = 2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.out = torch.nn.Linear(width, width)
+        self.norm = torch.nn.LayerNorm(width)
+
+    def forward(self, x):
+        b, t, w = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = (z.reshape(b, t, self.heads, w // self.heads).transpose(1, 2) for z in (q, k, v))
+        scores = torch.softmax(q @ k.transpose(-1, -2) * 0.25, dim=-1)
+        h = (scores @ v).transpose(1, 2).reshape(b, t, w)
+        y = self.norm(x + self.out(h))
+        return y, torch.tanh(y).reshape(b, t * w)
+
+
+def _compile(tmp_path, model, example, dynamic, name="m.sdc"):
+    return sdc.compile(model, example, dynamic_shapes=dynamic, output=tmp_path / name)
+
+
+def _segments(exe) -> list[CSegment]:
+    return [i for i in exe._executor.fast_program if isinstance(i, CSegment)]
+
+
+@pytest.fixture
+def attention(tmp_path):
+    torch.manual_seed(0)
+    model = Attention().eval()
+    exe = _compile(tmp_path, model, (torch.randn(2, 5, 16),), ({0: Dim("batch", max=64), 1: Dim("seq", max=128)},))
+    return model, exe, tmp_path / "m.sdc"
+
+
+def test_an_attention_block_runs_in_segments_and_matches_torch(attention, monkeypatch):
+    model, exe, path = attention
+    segments = _segments(exe)
+    assert segments and max(sum(type(m).__name__ == "CLaunch" for m in s.members) for s in segments) >= 3
+    monkeypatch.setenv("SDC_C_SEGMENTS", "0")
+    plain = sdc.runtime.load(path)
+    assert not _segments(plain)
+    for batch, seq in ((1, 5), (3, 7), (2, 1), (4, 19)):
+        x = torch.randn(batch, seq, 16)
+        got = exe(x)
+        with torch.no_grad():
+            want = model(x)
+        for g, w, p in zip(got, want, plain(x)):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=2e-5)
+            assert torch.equal(g, p)  # the same kernels, called one by one
+    assert all(len(s.plans) <= 4 for s in segments) and any(len(s.plans) == 4 for s in segments)
+
+
+def test_results_are_fresh_tensors_per_call(attention):
+    """A result that leaves the run is the caller's: the next call does not write into it (the run's
+    inner values live in buffers its plan keeps; what leaves it does not)."""
+    _, exe, _ = attention
+    x1, x2 = torch.randn(2, 5, 16), torch.randn(2, 5, 16)
+    first = exe(x1)
+    kept = [t.clone() for t in first]
+    second = exe(x2)
+    for a, b, c in zip(first, kept, second):
+        assert torch.equal(a, b) and not torch.equal(a, c)
+        assert a.data_ptr() != c.data_ptr()
+
+
+def test_a_large_launch_on_two_threads_runs_the_instructions_one_by_one(attention):
+    """Over the C launcher's size limit with two threads the launches run torch's ops: the segment
+    then runs its instructions one by one; its results are the same."""
+    model, exe, _ = attention
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        x = torch.randn(64, 128, 16)
+        (y, z) = exe(x)
+        with torch.no_grad():
+            want = model(x)
+        torch.testing.assert_close(y, want[0], rtol=1e-5, atol=2e-5)
+        torch.testing.assert_close(z, want[1], rtol=1e-5, atol=2e-5)
+    finally:
+        torch.set_num_threads(threads)
+    assert any(p.large for s in _segments(exe) for p in s.plans.values())
+
+
+class Lookup(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(10, 8)
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, ids):
+        return torch.softmax(self.proj(torch.tanh(self.table(ids))), dim=-1)
+
+
+def test_a_kernel_that_fails_in_a_segment_gives_the_ops_error(tmp_path):
+    """A gather index out of range: its kernel returns nonzero, the segment runs its instructions one by
+    one, and the gather's torch op raises the op's error with its location."""
+    torch.manual_seed(0)
+    model = Lookup().eval()
+    exe = _compile(tmp_path, model, (torch.tensor([[1, 2, 3]]),), ({1: Dim("n", max=64)},))
+    assert _segments(exe)
+    ids = torch.tensor([[4, 9, 0, 7]])
+    with torch.no_grad():
+        torch.testing.assert_close(exe(ids)[0], model(ids))
+    with pytest.raises(SdcError, match=r"'sdc.gather' failed in kernel k\d+"):
+        exe(torch.tensor([[4, 10, 0, 1]]))
+    torch.testing.assert_close(exe(ids)[0], model(ids))  # and the next call is fine
+
+
+def test_sdc_c_segments_takes_on_or_off(attention, monkeypatch):
+    _, _, path = attention
+    monkeypatch.setenv("SDC_C_SEGMENTS", "sometimes")
+    with pytest.raises(SdcError, match=r"SDC_C_SEGMENTS='sometimes' is not one of 1, on, 0, off"):
+        sdc.runtime.load(path)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16, torch.bool, torch.float64])
+@pytest.mark.parametrize("view", ["transpose", "permute3", "expand", "slice", "scalar"])
+def test_the_strided_copy_matches_torch(dtype, view):
+    lib = _sequencer()
+    generator = torch.Generator().manual_seed(7)
+    base = (torch.randn(4, 5, 6, generator=generator) * 10).to(dtype)
+    x = {"transpose": lambda: base.transpose(0, 2), "permute3": lambda: base.permute(1, 2, 0),
+         "expand": lambda: base[:, :1, :].expand(4, 7, 6), "slice": lambda: base[1:, ::2, 2:],
+         "scalar": lambda: base[1, 2, 3]}[view]()
+    out = torch.empty(x.shape, dtype=dtype)
+    pointers = (ctypes.c_void_p * 2)(base.data_ptr(), out.data_ptr())
+    d = (ctypes.c_int64 * (3 + 2 * x.dim()))(x.dim(), x.element_size(), x.storage_offset(), *x.shape, *x.stride())
+    assert lib.sdc_strided_copy(pointers, d) == 0
+    assert torch.equal(out, x.contiguous())
