@@ -528,7 +528,7 @@ class _RankBuilder:
             ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
             entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
             try:
-                ops, values, transposed = self._stored_transposed(ops)
+                ops, values, transposed = self._stored_transposed(_product_first(ops))
                 generated = c_kernel(renderer, ops, step["inputs"], step["outputs"], values, entry, self.weight_tensor,
                                      transposed)
             except (LoweringError, ValueError) as e:  # ValueError: a renderer without a form for a node
@@ -670,6 +670,26 @@ def _layout(op) -> list[int] | None:
     except AttrError as e:
         raise SdcError(f"{op_location(op)}: '{op.name}' attribute 'sdc.layout' {e}") from None
     return None if perm == list(range(len(perm))) else perm
+
+
+def _product_first(ops: list[dict]) -> list[dict]:
+    """A group's ops with those before its one matmul that the product does not read (directly or
+    through other ops) moved after it, in their order: the elementwise ops an epilogue reads (a
+    residual add, a mask's where) that the fuse pass placed first, which the matmul template
+    computes per element of its tile. Any other group is returned as it is."""
+    at = [i for i, e in enumerate(ops) if e["op"] == "matmul"]
+    if len(at) != 1:
+        return ops
+    needed, before = set(ops[at[0]]["inputs"]), []
+    for e in reversed(ops[:at[0]]):
+        if needed.intersection(e["outputs"]):
+            needed.update(e["inputs"])
+            before.append(e)
+    if len(before) == at[0]:
+        return ops
+    kept = [e for e in ops[:at[0]] if any(e is b for b in before)]
+    moved = [e for e in ops[:at[0]] if not any(e is b for b in before)]
+    return [*kept, ops[at[0]], *moved, *ops[at[0] + 1:]]
 
 
 def _physical(tensor: torch.Tensor, layout: list[int] | None) -> torch.Tensor:

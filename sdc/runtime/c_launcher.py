@@ -307,8 +307,9 @@ class CLaunch:
         for n, t in enumerate(tensors):
             if not t.is_contiguous():
                 # a broadcast view is free; its dense copy is not (no allocation over the limit)
-                check_alloc(t.numel() * t.element_size(), f"{self.where}: argument {n} of C kernel "
-                            f"'{self.spec.entry}' made dense")
+                need = t.numel() * t.element_size()
+                if need > t.untyped_storage().nbytes():
+                    check_alloc(need, f"{self.where}: argument {n} of C kernel '{self.spec.entry}' made dense")
                 t = tensors[n] = t.contiguous()  # kept alive in `tensors` until the call returns
             pointers[i] = t.data_ptr()
             i += 1

@@ -7,7 +7,8 @@ consecutive executor instructions that are
 
 - C launches with a compiled kernel;
 - free steps (which drop slots; those that keep memory for a later alloc end the run);
-- plain view ops of one operand (`VIEW_OPS`: reshape, unsqueeze, squeeze, transpose, broadcast),
+- plain view ops of one operand (`VIEW_OPS`: reshape, unsqueeze, squeeze, transpose, broadcast, slice),
+  splits and concats,
 
 holding at least two launches. A call of the segment makes one ctypes call of `sdc_run_kernels`
 (`SEQUENCER`, compiled once per host like the kernels), which calls each kernel with its pointer and
@@ -16,9 +17,10 @@ domain arrays in order, and stops at the first that returns nonzero.
 What one call derives from the shapes of the values the run reads from before it, and the symbol
 values (the `_Plan`, made on the first call of those shapes and kept, up to `PLANS` of them): every
 launch's domain (CLaunch._settle on meta tensors) and every view's result (the op itself on a meta
-tensor). A view whose result is dense is an alias (the same memory: no work); another (a transpose, a
-broadcast) becomes a strided copy into a dense buffer (`sdc_strided_copy`), which is what the launch
-reading it would have made of it. The values the run makes live in buffers the plan keeps, except
+tensor). A view whose result is all of its operand's elements, dense and in order, is an alias (the
+same memory: no work); another (a transpose, a broadcast, a split's part) becomes a strided copy into a dense
+buffer (`sdc_strided_copy`), which is what the launch reading it would have made of it; a concat
+copies each operand into its slice of a dense buffer. The values the run makes live in buffers the plan keeps, except
 those whose memory the call may hand back (an output, or what an output may be a view of, or memory
 a later alloc takes: `_may_outlive_the_call`), which get fresh tensors per call as a launch makes
 them. The pointers of kept buffers and of weights are written once; a call writes those of its other
@@ -46,7 +48,7 @@ from sdc.diagnostics import SdcError
 from sdc.limits import check_alloc
 
 SEGMENTS_ENV = "SDC_C_SEGMENTS"
-VIEW_OPS = ("reshape", "unsqueeze", "squeeze", "transpose", "broadcast")
+VIEW_OPS = ("reshape", "unsqueeze", "squeeze", "transpose", "broadcast", "slice")
 PLANS = 8  # shapes a segment keeps a plan for (each plan holds the buffers of the run's inner values)
 MAX_RANK = 8  # of a strided copy
 
@@ -65,26 +67,30 @@ int sdc_run_kernels(int64_t n, void *const *kernels, void **const *ps, const int
     return 0;
 }
 
-/* p[0]: the source, p[1]: the dense destination; d = {rank, element bytes, offset, size[rank],
-   stride[rank]}: destination element (i0, ..) is source element offset + sum(i_j * stride[j]) */
+/* p[0]: the source, p[1]: the destination; d = {rank, element bytes, source offset, destination offset,
+   size[rank], source stride[rank], destination stride[rank]} (in elements): element (i0, ..) goes from
+   source offset + sum(i_j * source stride[j]) to destination offset + sum(i_j * destination stride[j]) */
 int sdc_strided_copy(void **p, const int64_t *d)
 {
     const int64_t rank = d[0], bytes = d[1];
-    const int64_t *size = d + 3, *stride = d + 3 + rank;
+    const int64_t *size = d + 4, *from = d + 4 + rank, *to = d + 4 + 2 * rank;
     int64_t index[8] = {0}, n = 1;
     for (int64_t j = 0; j < rank; ++j) n *= size[j];
     if (n == 0) return 0;
-    const int64_t inner = rank ? size[rank - 1] : 1, step = rank ? stride[rank - 1] : 0;
+    const int64_t inner = rank ? size[rank - 1] : 1, step = rank ? from[rank - 1] : 0, put = rank ? to[rank - 1] : 0;
     const char *src = (const char *)p[0];
     char *dst = (char *)p[1];
     for (int64_t done = 0; done < n; done += inner) {
-        int64_t at = d[2];
-        for (int64_t j = 0; j + 1 < rank; ++j) at += index[j] * stride[j];
+        int64_t at = d[2], out = d[3];
+        for (int64_t j = 0; j + 1 < rank; ++j) {
+            at += index[j] * from[j];
+            out += index[j] * to[j];
+        }
         switch (bytes) {
-        case 8: for (int64_t i = 0; i < inner; ++i) ((int64_t *)dst)[done + i] = ((const int64_t *)src)[at + i * step]; break;
-        case 4: for (int64_t i = 0; i < inner; ++i) ((int32_t *)dst)[done + i] = ((const int32_t *)src)[at + i * step]; break;
-        case 2: for (int64_t i = 0; i < inner; ++i) ((int16_t *)dst)[done + i] = ((const int16_t *)src)[at + i * step]; break;
-        default: for (int64_t i = 0; i < inner; ++i) memcpy(dst + (done + i) * bytes, src + (at + i * step) * bytes, (size_t)bytes);
+        case 8: for (int64_t i = 0; i < inner; ++i) ((int64_t *)dst)[out + i * put] = ((const int64_t *)src)[at + i * step]; break;
+        case 4: for (int64_t i = 0; i < inner; ++i) ((int32_t *)dst)[out + i * put] = ((const int32_t *)src)[at + i * step]; break;
+        case 2: for (int64_t i = 0; i < inner; ++i) ((int16_t *)dst)[out + i * put] = ((const int16_t *)src)[at + i * step]; break;
+        default: for (int64_t i = 0; i < inner; ++i) memcpy(dst + (out + i * put) * bytes, src + (at + i * step) * bytes, (size_t)bytes);
         }
         for (int64_t j = rank - 2; j >= 0; --j) {
             if (++index[j] < size[j]) break;
@@ -148,8 +154,10 @@ def build_segments(program: list[Callable], output_slots: list[int], initial: li
             return i.fn is not None and not bound.intersection(i.result_slots)
         if isinstance(i, FreeSlots):
             return not i.keep
-        return (isinstance(i, PreparedOp) and i.name in VIEW_OPS and i.plain(None) and len(i.ins) == 1
-                and len(i.outs) == 1)
+        if not isinstance(i, PreparedOp) or not i.plain(None):
+            return False
+        return ((i.name in VIEW_OPS and len(i.ins) == 1 and len(i.outs) == 1)
+                or (i.name == "split" and len(i.ins) == 1) or (i.name == "concat" and len(i.outs) == 1))
 
     out: list[Callable] = []
     run: list[Callable] = []
@@ -205,6 +213,21 @@ def _may_outlive_the_call(program: list[Callable], output_slots: list[int]) -> f
                 reach.update(ins)
                 changed = True
     return frozenset(reach)
+
+
+def _dense(shape) -> tuple[int, ...]:
+    strides, n = [], 1
+    for size in reversed(tuple(shape)):
+        strides.append(n)
+        n *= max(int(size), 1)
+    return tuple(reversed(strides))
+
+
+def _copy(shape, itemsize: int, src_offset: int, src_strides, dst_offset: int, dst_strides):
+    """The domain array `d` of one `sdc_strided_copy` (SEQUENCER)."""
+    rank = len(shape)
+    return (ctypes.c_int64 * (4 + 3 * rank))(rank, itemsize, src_offset, dst_offset, *shape, *src_strides,
+                                             *dst_strides)
 
 
 # ---------------------------------------------------------------- one segment
@@ -280,7 +303,9 @@ class CSegment:
             return self.stepwise(vals, state)
         for n, t in enumerate(tensors):
             if not t.is_contiguous():
-                check_alloc(t.numel() * t.element_size(), f"{self.where}: an input of a run of C kernels made dense")
+                need = t.numel() * t.element_size()
+                if need > t.untyped_storage().nbytes():  # more than the bytes it views: a broadcast
+                    check_alloc(need, f"{self.where}: an input of a run of C kernels made dense")
                 tensors[n] = t.contiguous()
         if plan.ext_patches:
             pointers = [t.data_ptr() for t in tensors]
@@ -336,24 +361,38 @@ class CSegment:
                     calls.append((ctypes.cast(m.fn, ctypes.c_void_p).value,
                                   [storage[s] for s in m.arg_slots] + outs, known.dims))
                     continue
-                (src,), (dst,) = m.ins, m.outs
-                x = meta[src]
-                y = m.direct(x) if m.direct is not None else m.kernel(state.env, m.attrs, x)
-                if isinstance(y, (tuple, list)):
-                    y = y[0]
-                if not isinstance(y, torch.Tensor) or y.device.type != "meta" or not (y is x or y._is_view()):
+                x = [meta[slot] for slot in m.ins]
+                y = m.direct(*x) if m.direct is not None else m.kernel(state.env, m.attrs, *x)
+                ys = list(y) if isinstance(y, (tuple, list)) else [y]
+                if len(ys) != len(m.outs) or not all(isinstance(t, torch.Tensor) and t.device.type == "meta"
+                                                      and t.dim() <= MAX_RANK for t in ys):
                     return _Plan(stepwise=True)
-                if y.is_contiguous():
-                    meta[dst] = y
-                    storage[dst] = storage[src]
+                if m.name == "concat":  # each operand copied into its slice of a dense buffer
+                    (dst,), (out,) = m.outs, ys
+                    meta[dst] = out
+                    storage[dst] = new_buffer(out.shape, out.dtype)
+                    axis = m.attrs["axis"] % out.dim()
+                    start = 0
+                    for slot, part in zip(m.ins, x):
+                        calls.append((self.copy_address, [storage[slot], storage[dst]],
+                                      _copy(part.shape, part.element_size(), 0, _dense(part.shape),
+                                            start * out.stride()[axis], out.stride())))
+                        start += part.shape[axis]
                     continue
-                if y.dim() > MAX_RANK:
-                    return _Plan(stepwise=True)
-                meta[dst] = torch.empty(y.shape, dtype=y.dtype, device="meta")
-                storage[dst] = new_buffer(y.shape, y.dtype)
-                copy = (ctypes.c_int64 * (3 + 2 * y.dim()))(y.dim(), y.element_size(), y.storage_offset(),
-                                                            *y.shape, *y.stride())
-                calls.append((self.copy_address, [storage[src], storage[dst]], copy))
+                (src,) = m.ins
+                for dst, view in zip(m.outs, ys):  # views of one operand (a split: several)
+                    if not (view is x[0] or view._is_view()):
+                        return _Plan(stepwise=True)
+                    if view.is_contiguous() and view.storage_offset() == 0 and view.numel() == x[0].numel():
+                        # the same memory: a reshape's, not a slice's (which a result could not view)
+                        meta[dst] = view
+                        storage[dst] = storage[src]
+                        continue
+                    meta[dst] = torch.empty(view.shape, dtype=view.dtype, device="meta")
+                    storage[dst] = new_buffer(view.shape, view.dtype)
+                    calls.append((self.copy_address, [storage[src], storage[dst]],
+                                  _copy(view.shape, view.element_size(), view.storage_offset(), view.stride(),
+                                        0, _dense(view.shape))))
         except SdcError:
             return _Plan(stepwise=True)  # one by one: the instruction that fails says why, in its turn
 

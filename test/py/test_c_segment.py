@@ -16,7 +16,7 @@ from torch.export import Dim
 import sdc
 import sdc.runtime
 from sdc.diagnostics import SdcError
-from sdc.runtime.c_segment import CSegment, _sequencer
+from sdc.runtime.c_segment import CSegment, _copy, _dense, _sequencer
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on the PATH")
 
@@ -27,8 +27,8 @@ def _cache(tmp_path, monkeypatch):
 
 
 class Attention(torch.nn.Module):
-    """Heads split by reshape and transpose between C kernels (matmuls, softmax, layer_norm), a
-    residual, and two outputs: one a view (reshape) of a value the run makes."""
+    """Heads split (chunk, reshape, transpose) between C kernels (matmuls, softmax, layer_norm), a
+    residual, a concat, and two outputs: one a view (reshape) of a value the run makes."""
 
     def __init__(self, width: int = 16, heads: int = 2):
         super().__init__()
@@ -44,7 +44,7 @@ class Attention(torch.nn.Module):
         scores = torch.softmax(q @ k.transpose(-1, -2) * 0.25, dim=-1)
         h = (scores @ v).transpose(1, 2).reshape(b, t, w)
         y = self.norm(x + self.out(h))
-        return y, torch.tanh(y).reshape(b, t * w)
+        return y, torch.tanh(torch.cat([y, x], dim=-1)).reshape(b, t * 2 * w)
 
 
 def _compile(tmp_path, model, example, dynamic, name="m.sdc"):
@@ -147,6 +147,7 @@ def test_sdc_c_segments_takes_on_or_off(attention, monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16, torch.bool, torch.float64])
 @pytest.mark.parametrize("view", ["transpose", "permute3", "expand", "slice", "scalar"])
 def test_the_strided_copy_matches_torch(dtype, view):
+    """Views of a tensor copied dense, and into the middle of a larger buffer (a concat's operand)."""
     lib = _sequencer()
     generator = torch.Generator().manual_seed(7)
     base = (torch.randn(4, 5, 6, generator=generator) * 10).to(dtype)
@@ -155,6 +156,32 @@ def test_the_strided_copy_matches_torch(dtype, view):
          "scalar": lambda: base[1, 2, 3]}[view]()
     out = torch.empty(x.shape, dtype=dtype)
     pointers = (ctypes.c_void_p * 2)(base.data_ptr(), out.data_ptr())
-    d = (ctypes.c_int64 * (3 + 2 * x.dim()))(x.dim(), x.element_size(), x.storage_offset(), *x.shape, *x.stride())
-    assert lib.sdc_strided_copy(pointers, d) == 0
+    assert lib.sdc_strided_copy(pointers, _copy(x.shape, x.element_size(), x.storage_offset(), x.stride(), 0,
+                                                _dense(x.shape))) == 0
     assert torch.equal(out, x.contiguous())
+    if x.dim():
+        wide = torch.zeros((*x.shape[:-1], x.shape[-1] + 5), dtype=dtype)
+        inner = wide[..., 3:3 + x.shape[-1]]
+        pointers = (ctypes.c_void_p * 2)(base.data_ptr(), wide.data_ptr())
+        assert lib.sdc_strided_copy(pointers, _copy(x.shape, x.element_size(), x.storage_offset(), x.stride(),
+                                                    inner.storage_offset(), inner.stride())) == 0
+        assert torch.equal(inner, x) and not wide[..., :3].any() and not wide[..., 3 + x.shape[-1]:].any()
+
+
+class Rows(torch.nn.Module):
+    def forward(self, x):
+        a = torch.tanh(x) * 2.0
+        return a[:2], torch.sigmoid(a) + 1.0, torch.exp(a[:, 1:3])
+
+
+def test_a_slice_that_leaves_the_run_is_its_own_tensor(tmp_path):
+    """The first rows of a value (dense, at its start, but fewer elements) and a column slice, outputs
+    of a run: each its own dense tensor with the slice's values (a JAX program's slice failed as a view of
+    the whole)."""
+    model = Rows()
+    exe = _compile(tmp_path, model, (torch.randn(5, 4),), None)
+    assert _segments(exe)
+    for _ in range(2):
+        x = torch.randn(5, 4)
+        for got, want in zip(exe(x), model(x)):
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)

@@ -191,3 +191,43 @@ def test_transposed_must_name_a_2d_weight_argument(tmp_path):
         sdc.runtime.load(root)
     message = str(caught.value)
     assert "\n" not in message and "'transposed' must list distinct indices of its args that are 2-d weights" in message
+
+
+def test_ops_an_epilogue_reads_move_after_the_product():
+    """A group the fuse pass ordered residual-first: the op the product does not read moves after the
+    matmul (so the C matmul computes it in its epilogue); the one that feeds the product stays before it."""
+    from sdc.codegen.plan import _product_first
+
+    def op(name, inputs, output):
+        return {"op": name, "inputs": inputs, "outputs": [output], "attrs": {}}
+
+    residual, scaled = op("add", ["a", "b"], "r"), op("mul", ["x", "two"], "x2")
+    product, out = op("matmul", ["x2", "w"], "y"), op("add", ["y", "r"], "z")
+    assert _product_first([residual, scaled, product, out]) == [scaled, product, residual, out]
+    assert _product_first([scaled, product, out]) == [scaled, product, out]
+    two = [residual, product, op("matmul", ["z", "w"], "q")]
+    assert _product_first(two) == two  # not one product: as it was
+
+
+def test_a_residual_computed_before_the_product_runs_in_the_c_matmul(tmp_path):
+    """ViT's block as the exporter orders it: the residual add is in the product's group, ahead of it;
+    the whole group is one C matmul and matches torch."""
+    torch.manual_seed(0)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(16, 16)
+
+        def forward(self, x, pos):
+            h = x + pos
+            return self.fc(torch.relu(x)) + h
+
+    model = Block().eval()
+    exe = sdc.compile(model, (torch.randn(3, 16), torch.randn(1, 16)), dynamic_shapes=({0: Dim("n", max=64)}, None),
+                      output=tmp_path / "r.sdc")
+    assert "reference" not in _backends(tmp_path / "r.sdc")
+    for n in (1, 7):
+        x, pos = torch.randn(n, 16), torch.randn(1, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(exe(x, pos)[0], model(x, pos), rtol=1e-5, atol=2e-5)
