@@ -302,6 +302,19 @@ class CLaunch:
                 torch.set_num_threads(state.threads)
                 state.current = state.threads
             return self.run_fallback(vals, state)
+        try:
+            copies = self._bind(tensors, vals, known)
+        except RuntimeError as e:  # the allocator's (the limit was checked when the shapes settled)
+            raise out_of_memory(self.where, f"C kernel '{self.spec.entry}'", e) from None
+        if fn(self.pointers, known.dims):
+            return self.run_fallback(vals, state)  # the torch ops say what this call does (docstring)
+        if copies:
+            for existing, fresh in copies:
+                existing.copy_(fresh)
+
+    def _bind(self, tensors: list[torch.Tensor], vals: list, known: _Settled) -> list | None:
+        """The call's pointers: its arguments (made dense where they are not) and results (the bound
+        buffer, or fresh); returns the (bound view, fresh) pairs to copy back after the call."""
         pointers = self.pointers
         i = 0
         for n, t in enumerate(tensors):
@@ -330,11 +343,13 @@ class CLaunch:
                 fresh = vals[slot] = torch.empty_strided(shape, strides, dtype=dtype)
             pointers[i] = fresh.data_ptr()
             i += 1
-        if fn(pointers, known.dims):
-            return self.run_fallback(vals, state)  # the torch ops say what this call does (docstring)
-        if copies:
-            for existing, fresh in copies:
-                existing.copy_(fresh)
+        return copies
+
+
+def out_of_memory(where: str, what: str, e: Exception) -> SdcError:
+    """The one-line error for an allocation the host refused (torch's allocator raises RuntimeError)."""
+    detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return SdcError(f"{where}: out of memory for {what} ({detail})")
 
 
 def _dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -46,6 +46,7 @@ import torch
 
 from sdc.diagnostics import SdcError
 from sdc.limits import check_alloc
+from sdc.runtime.c_launcher import out_of_memory
 
 SEGMENTS_ENV = "SDC_C_SEGMENTS"
 VIEW_OPS = ("reshape", "unsqueeze", "squeeze", "transpose", "broadcast", "slice")
@@ -301,17 +302,20 @@ class CSegment:
                 plan = self.plans[key] = self._plan(tensors, state)
         if plan.stepwise or (plan.large and state.threads > 1):
             return self.stepwise(vals, state)
-        for n, t in enumerate(tensors):
-            if not t.is_contiguous():
-                need = t.numel() * t.element_size()
-                if need > t.untyped_storage().nbytes():  # more than the bytes it views: a broadcast
-                    check_alloc(need, f"{self.where}: an input of a run of C kernels made dense")
-                tensors[n] = t.contiguous()
+        try:
+            for n, t in enumerate(tensors):
+                if not t.is_contiguous():
+                    need = t.numel() * t.element_size()
+                    if need > t.untyped_storage().nbytes():  # more than the bytes it views: a broadcast
+                        check_alloc(need, f"{self.where}: an input of a run of C kernels made dense")
+                    tensors[n] = t.contiguous()
+            fresh = [torch.empty(shape, dtype=dtype) for shape, dtype in plan.fresh]
+        except RuntimeError as e:  # the allocator's (the limit is checked above and by the plan)
+            raise out_of_memory(self.where, "a run of C kernels", e) from None
         if plan.ext_patches:
             pointers = [t.data_ptr() for t in tensors]
             for array, index, n in plan.ext_patches:
                 array[index] = pointers[n]
-        fresh = [torch.empty(shape, dtype=dtype) for shape, dtype in plan.fresh]
         for array, index, n in plan.fresh_patches:
             array[index] = fresh[n].data_ptr()
         if self.run_kernels(plan.count, plan.kernels, plan.pointer_arrays, plan.domains):
@@ -393,7 +397,7 @@ class CSegment:
                     calls.append((self.copy_address, [storage[src], storage[dst]],
                                   _copy(view.shape, view.element_size(), view.storage_offset(), view.stride(),
                                         0, _dense(view.shape))))
-        except SdcError:
+        except Exception:  # (a view op on meta tensors raises what it raises on real ones, unwrapped)
             return _Plan(stepwise=True)  # one by one: the instruction that fails says why, in its turn
 
         # buffers that hold a value the call may hand back are fresh per call; the others the plan keeps
@@ -406,7 +410,10 @@ class CSegment:
             else:
                 check_alloc(math.prod(shape) * torch.empty((), dtype=dtype).element_size(),
                             f"{self.where}: a value of a run of C kernels")
-                kept[b] = torch.empty(shape, dtype=dtype)
+                try:
+                    kept[b] = torch.empty(shape, dtype=dtype)
+                except RuntimeError as e:
+                    raise out_of_memory(self.where, "a run of C kernels", e) from None
         plan.fresh = tuple(buffers[b] for b in fresh_index)
         arrays, ext, fresh = [], [], []
         for _, where, _ in calls:

@@ -185,3 +185,37 @@ def test_a_slice_that_leaves_the_run_is_its_own_tensor(tmp_path):
         x = torch.randn(5, 4)
         for got, want in zip(exe(x), model(x)):
             torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("segments", ["1", "0"])
+def test_an_allocation_the_host_refuses_is_one_error(attention, monkeypatch, segments):
+    """torch's allocator raising (the host out of memory, under the allocation limit): one line naming
+    the launch, not torch's RuntimeError; with segments and with C launches one by one."""
+    _, _, path = attention
+    monkeypatch.setenv("SDC_C_SEGMENTS", segments)
+    exe = sdc.runtime.load(path)
+    x = torch.randn(2, 5, 16)
+    exe(x)
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory\nmore")
+
+    for name in ("empty", "empty_like", "empty_strided"):
+        monkeypatch.setattr(torch, name, refuse)
+    with pytest.raises(SdcError) as caught:
+        exe(x)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "out of memory for " + ("a run of C kernels" if segments == "1" else "C kernel 'k") in message, message
+    assert "can't allocate memory" in message
+
+
+def test_a_view_op_that_fails_while_planning_is_the_ops_error(tmp_path, monkeypatch):
+    """Found by the fuzzer (onnx-bytes:121:95945): a flipped byte made a broadcast's target overflow;
+    planning the run on meta tensors raised torch's RuntimeError. The run now goes one by one, and the
+    broadcast's own error is a clean one."""
+    from test.fuzz import worker
+
+    monkeypatch.setenv("SDC_MAX_ALLOC", str(2 << 30))
+    result = worker.run_case("onnx-bytes", 121, 95945, tmp_path / "case")
+    assert result["status"] == "clean", result.get("traceback") or result
