@@ -224,6 +224,20 @@ def _dense(shape) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def _concat_meta(parts: list[torch.Tensor], axis: int) -> torch.Tensor | None:
+    """The meta result of concatenating `parts` along `axis`, or None where they do not join (the op
+    then says why, run on its own)."""
+    rank = parts[0].dim() if parts else 0
+    if not rank or not -rank <= axis < rank or any(t.dim() != rank or t.dtype != parts[0].dtype for t in parts):
+        return None
+    axis %= rank
+    shape = list(parts[0].shape)
+    if any(t.shape[j] != shape[j] for t in parts for j in range(rank) if j != axis):
+        return None
+    shape[axis] = sum(t.shape[axis] for t in parts)
+    return torch.empty(shape, dtype=parts[0].dtype, device="meta")
+
+
 def _copy(shape, itemsize: int, src_offset: int, src_strides, dst_offset: int, dst_strides):
     """The domain array `d` of one `sdc_strided_copy` (SEQUENCER)."""
     rank = len(shape)
@@ -366,7 +380,12 @@ class CSegment:
                                   [storage[s] for s in m.arg_slots] + outs, known.dims))
                     continue
                 x = [meta[slot] for slot in m.ins]
-                y = m.direct(*x) if m.direct is not None else m.kernel(state.env, m.attrs, *x)
+                if m.name == "concat":  # (torch.cat on meta tensors loads Python meta kernels: 140 MB)
+                    y = _concat_meta(x, m.attrs["axis"])
+                    if y is None:
+                        return _Plan(stepwise=True)
+                else:
+                    y = m.direct(*x) if m.direct is not None else m.kernel(state.env, m.attrs, *x)
                 ys = list(y) if isinstance(y, (tuple, list)) else [y]
                 if len(ys) != len(m.outs) or not all(isinstance(t, torch.Tensor) and t.device.type == "meta"
                                                       and t.dim() <= MAX_RANK for t in ys):
