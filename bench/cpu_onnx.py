@@ -16,13 +16,8 @@ Models:
 Engines: onnxruntime (CPUExecutionProvider), sdc (`sdc.compile`, target cpu) and IREE 3.13
 (`iree-import-onnx` on a copy converted to opset 17 by onnx.version_converter, then `iree-compile`
 with `IREE_FLAGS`, run on the `local-task` driver). Each engine and model runs in its own worker
-process (its peak memory is its own), all with `--threads` threads, GOMP_SPINCOUNT=30000 set before
-torch loads: torch's OpenMP threads wait for the next op spinning a few tens of microseconds, then
-sleep, so they neither steal the cores from the other engines' calls (libgomp's default spins about
-ten times longer; on a loaded 2-core box that cost several times) nor, as with
-OMP_WAIT_POLICY=PASSIVE, sleep between the ops of one call (SqueezeNet at 2 threads: 9.9 ms
-passive, 5.2 ms with the bounded spin; onnxruntime's own pool spins too). An OMP_WAIT_POLICY in the
-environment is kept, without the spin count. After loading and two
+process (its peak memory is its own), all with `--threads` threads, OMP_WAIT_POLICY=PASSIVE set before
+torch loads (spin-waiting OpenMP threads steal the cores from the others). After loading and two
 warm-up calls, the runs interleave: one call of each engine in turn, `--runs` rounds, so load changes on a
 shared machine hit every engine alike; the table reports medians. Every engine gets the same inputs
 (random, seeded). An engine that cannot import, compile or run a model gets a `failed: <one line>`
@@ -35,8 +30,7 @@ from __future__ import annotations
 import os
 
 # Before anything imports torch (here, in the exporters, or in a worker): see the module docstring.
-if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ.setdefault("GOMP_SPINCOUNT", "30000")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import hashlib
