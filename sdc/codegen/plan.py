@@ -551,7 +551,7 @@ class _RankBuilder:
         values, transposed, out = self.plan.values, [], []
         for op in ops:
             vid = op["inputs"][1] if op["op"] == "matmul" and len(op["inputs"]) == 2 else None
-            logical = self.weight_tensor(vid) if vid is not None and vid not in transposed else None
+            logical = self.weight_tensor(vid)
             if (logical is None or logical.dim() != 2 or not op.get("attrs", {}).get("transpose_rhs")
                     or sum(vid in e["inputs"] for e in ops) != 1):
                 out.append(op)
@@ -687,9 +687,10 @@ def _product_first(ops: list[dict]) -> list[dict]:
             before.append(e)
     if len(before) == at[0]:
         return ops
-    kept = [e for e in ops[:at[0]] if any(e is b for b in before)]
-    moved = [e for e in ops[:at[0]] if not any(e is b for b in before)]
-    return [*kept, ops[at[0]], *moved, *ops[at[0] + 1:]]
+    feeding = {id(e) for e in before}
+    ahead = ops[:at[0]]
+    return [*(e for e in ahead if id(e) in feeding), ops[at[0]], *(e for e in ahead if id(e) not in feeding),
+            *ops[at[0] + 1:]]
 
 
 def _physical(tensor: torch.Tensor, layout: list[int] | None) -> torch.Tensor:

@@ -46,7 +46,9 @@ import torch
 
 from sdc.diagnostics import SdcError
 from sdc.limits import check_alloc
-from sdc.runtime.c_launcher import out_of_memory
+from sdc.runtime.arena import ArenaAlloc
+from sdc.runtime.c_launcher import _MISFIT, CCompileError, CLaunch, _dense_strides, build_library, out_of_memory
+from sdc.runtime.executor import AllocBuffer, EventStep, FreeSlots, PreparedOp, ViewSlot
 
 SEGMENTS_ENV = "SDC_C_SEGMENTS"
 VIEW_OPS = ("reshape", "unsqueeze", "squeeze", "transpose", "broadcast", "slice")
@@ -118,8 +120,6 @@ _SEQUENCER_LIB: list = []  # the loaded sequencer library, once per process (Non
 
 def _sequencer():
     if not _SEQUENCER_LIB:
-        from sdc.runtime.c_launcher import CCompileError, build_library
-
         try:
             lib = build_library(SEQUENCER)
         except CCompileError:
@@ -137,9 +137,6 @@ def _sequencer():
 def build_segments(program: list[Callable], output_slots: list[int], initial: list) -> list[Callable]:
     """`program` with each run of C launches (module docstring) replaced by one `CSegment`. `initial`:
     the executor's slots before a call (its weights, which every call reads where they lie)."""
-    from sdc.runtime.c_launcher import CLaunch
-    from sdc.runtime.executor import FreeSlots, PreparedOp
-
     if not segments_enabled() or not any(isinstance(i, CLaunch) and i.fn is not None for i in program):
         return program
     lib = _sequencer()
@@ -148,7 +145,7 @@ def build_segments(program: list[Callable], output_slots: list[int], initial: li
 
     # a launch that writes into a buffer bound before it (an alloc step's, a view of one: a concat written
     # in place) keeps its own instruction: a segment gives the values it makes memory of its own
-    bound = {i.slot for i in program if type(i).__name__ in ("AllocBuffer", "ViewSlot", "ArenaAlloc")}
+    bound = {i.slot for i in program if isinstance(i, (AllocBuffer, ViewSlot, ArenaAlloc))}
 
     def member(i: Any) -> bool:
         if isinstance(i, CLaunch):
@@ -186,10 +183,6 @@ def _may_outlive_the_call(program: list[Callable], output_slots: list[int]) -> f
     to make one of those (any result may be a view of any operand: a reshape's is), transitively; a
     value whose memory a later alloc takes (a free that keeps it), and what shares memory with an
     alloc's or view's buffer. None: an instruction this does not know, so any may."""
-    from sdc.runtime.arena import ArenaAlloc
-    from sdc.runtime.c_launcher import CLaunch
-    from sdc.runtime.executor import AllocBuffer, EventStep, FreeSlots, PreparedOp, ViewSlot
-
     reach = set(output_slots)
     pairs: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # (operands, results) that may share memory
     for i in program:
@@ -216,12 +209,13 @@ def _may_outlive_the_call(program: list[Callable], output_slots: list[int]) -> f
     return frozenset(reach)
 
 
-def _dense(shape) -> tuple[int, ...]:
-    strides, n = [], 1
-    for size in reversed(tuple(shape)):
-        strides.append(n)
-        n *= max(int(size), 1)
-    return tuple(reversed(strides))
+def _slots(m: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The slots a member of a run reads and those it writes."""
+    if isinstance(m, CLaunch):
+        return m.arg_slots, m.result_slots
+    if isinstance(m, FreeSlots):
+        return (), ()
+    return m.ins, m.outs
 
 
 def _concat_meta(parts: list[torch.Tensor], axis: int) -> torch.Tensor | None:
@@ -270,9 +264,6 @@ class CSegment:
     """One run of C launches, views and frees (module docstring), an executor instruction."""
 
     def __init__(self, members: tuple, outlive: frozenset[int] | None, lib: Any, initial: list):
-        from sdc.runtime.c_launcher import CLaunch
-        from sdc.runtime.executor import FreeSlots
-
         self.members = members
         self.lib = lib
         self.run_kernels = lib.sdc_run_kernels
@@ -282,11 +273,9 @@ class CSegment:
         made: set[int] = set()
         inputs: list[int] = []
         for m in members:
-            reads = m.arg_slots if isinstance(m, CLaunch) else () if isinstance(m, FreeSlots) else m.ins
-            for slot in reads:
-                if slot not in made and slot not in inputs:
-                    inputs.append(slot)
-            made.update(m.result_slots if isinstance(m, CLaunch) else () if isinstance(m, FreeSlots) else m.outs)
+            reads, writes = _slots(m)
+            inputs += [slot for slot in dict.fromkeys(reads) if slot not in made and slot not in inputs]
+            made.update(writes)
         # the weights among them: dense tensors every call reads where they lie, their pointers written once
         self.constants = frozenset(n for n, slot in enumerate(inputs) if initial[slot] is not None
                                    and initial[slot].is_contiguous())
@@ -345,9 +334,6 @@ class CSegment:
     # ------------------------------------------------------------ planning one set of shapes
 
     def _plan(self, tensors: list[torch.Tensor], state: Any) -> _Plan:
-        from sdc.runtime.c_launcher import _MISFIT, CLaunch
-        from sdc.runtime.executor import FreeSlots
-
         plan = _Plan()
         # per slot the run has seen: (meta tensor, storage) where storage is ("input", i) or ("buffer", b)
         meta: dict[int, torch.Tensor] = {}
@@ -398,7 +384,7 @@ class CSegment:
                     start = 0
                     for slot, part in zip(m.ins, x):
                         calls.append((self.copy_address, [storage[slot], storage[dst]],
-                                      _copy(part.shape, part.element_size(), 0, _dense(part.shape),
+                                      _copy(part.shape, part.element_size(), 0, _dense_strides(tuple(part.shape)),
                                             start * out.stride()[axis], out.stride())))
                         start += part.shape[axis]
                     continue
@@ -415,7 +401,7 @@ class CSegment:
                     storage[dst] = new_buffer(view.shape, view.dtype)
                     calls.append((self.copy_address, [storage[src], storage[dst]],
                                   _copy(view.shape, view.element_size(), view.storage_offset(), view.stride(),
-                                        0, _dense(view.shape))))
+                                        0, _dense_strides(tuple(view.shape)))))
         except Exception:  # (a view op on meta tensors raises what it raises on real ones, unwrapped)
             return _Plan(stepwise=True)  # one by one: the instruction that fails says why, in its turn
 
@@ -427,7 +413,7 @@ class CSegment:
             if ("buffer", b) in leaving:
                 fresh_index[b] = len(fresh_index)
             else:
-                check_alloc(math.prod(shape) * torch.empty((), dtype=dtype).element_size(),
+                check_alloc(math.prod(shape) * dtype.itemsize,
                             f"{self.where}: a value of a run of C kernels")
                 try:
                     kept[b] = torch.empty(shape, dtype=dtype)

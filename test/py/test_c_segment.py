@@ -16,7 +16,8 @@ from torch.export import Dim
 import sdc
 import sdc.runtime
 from sdc.diagnostics import SdcError
-from sdc.runtime.c_segment import CSegment, _copy, _dense, _sequencer
+from sdc.runtime.c_launcher import _dense_strides
+from sdc.runtime.c_segment import CSegment, _copy, _sequencer
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on the PATH")
 
@@ -157,7 +158,7 @@ def test_the_strided_copy_matches_torch(dtype, view):
     out = torch.empty(x.shape, dtype=dtype)
     pointers = (ctypes.c_void_p * 2)(base.data_ptr(), out.data_ptr())
     assert lib.sdc_strided_copy(pointers, _copy(x.shape, x.element_size(), x.storage_offset(), x.stride(), 0,
-                                                _dense(x.shape))) == 0
+                                                _dense_strides(tuple(x.shape)))) == 0
     assert torch.equal(out, x.contiguous())
     if x.dim():
         wide = torch.zeros((*x.shape[:-1], x.shape[-1] + 5), dtype=dtype)
