@@ -19,7 +19,11 @@ with `IREE_FLAGS`, run on the `local-task` driver). Each engine and model runs i
 process (its peak memory is its own), all with `--threads` threads, OMP_WAIT_POLICY=PASSIVE set before
 torch loads (spin-waiting OpenMP threads steal the cores from the others). After loading and two
 warm-up calls, the runs interleave: one call of each engine in turn, `--runs` rounds, so load changes on a
-shared machine hit every engine alike; the table reports medians. Every engine gets the same inputs
+shared machine hit every engine alike; the table reports medians. While one engine is timed, the other
+workers are stopped (SIGSTOP, and SIGCONT before their own turn): onnxruntime's pool threads spin-wait
+after each run, and a worker waiting for its next turn beside the timed one made sdc's AlexNet take
+30.4 ms instead of the 17.7 ms it takes alone (2 threads, 2026-12-03); onnxruntime's own time did not
+change with the others stopped. Every engine gets the same inputs
 (random, seeded). An engine that cannot import, compile or run a model gets a `failed: <one line>`
 cell; the bench goes on. The load average (as `uptime` prints it) is reported before and after.
 IREE's compiled modules are cached in `--cache` (keyed by the model's bytes and the flags).
@@ -35,6 +39,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse
 import hashlib
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -308,6 +313,15 @@ class Worker:
         self.proc.stdin.write(word + "\n")
         self.proc.stdin.flush()
 
+    def pause(self) -> None:
+        """Stop the whole worker process (SIGSTOP): none of its threads can take a core."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
 
 def measure(model: Model, engines: list[str], runs: int, threads: int, cache: Path) -> dict[str, dict]:
     """Each engine's result on `model`: median_ms, prepare_s, peak_mb, or an error."""
@@ -320,16 +334,23 @@ def measure(model: Model, engines: list[str], runs: int, threads: int, cache: Pa
         w.result = w.read()
         if "error" in w.result:
             w.proc.kill()
+    live = [w for w in workers if "error" not in w.result]
+    for w in live:
+        w.pause()
     for _ in range(runs):
         for w in workers:
             if "error" in w.result:
                 continue
+            w.resume()  # the others stay stopped while it is timed (module docstring)
             w.send("run")
             reply = w.read()
+            w.pause()
             if "ms" in reply:
                 w.times.append(reply["ms"])
             else:
                 w.result = reply
+    for w in live:
+        w.resume()
     for w in workers:
         if "error" not in w.result:
             w.send("quit")
