@@ -216,7 +216,7 @@ class CLibraries:
 
 # Above these sizes the group's torch ops beat the single-threaded kernel when torch has two or more
 # threads (its kernels then use every core); below them torch's per-op cost (10-35 us) dominates.
-# Same scale as the executor's one-thread gate (executor.SERIAL_ELEMENTS / SERIAL_MACS).
+# Same scale as the executor's one-thread gate (sdc.runtime.gate: SERIAL_ELEMENTS, SERIAL_MACS).
 LARGE_ELEMENTS = 1 << 16  # elementwise / row: elements of the domain (an elementwise one: its results')
 LARGE_MACS = 1 << 20  # matmul: multiply-adds, the product of the domain (*batch, M, N, K)
 SETTLED = 64  # argument shapes a launch remembers (dynamic dims: one per size seen)

@@ -37,7 +37,7 @@ from sdc.dialect.opdef import RefEnv, get_op
 from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect import symexpr
 from sdc.dialect.shapes import DYN, TensorSpec, broadcast_shapes
-from sdc.runtime import plan_schema as S
+from sdc.runtime import gate, plan_schema as S
 from sdc.runtime.format import decode_value
 from sdc.runtime.profile import Profiler, StepInfo
 from sdc.runtime.arena import Arena, arena_enabled, into
@@ -409,7 +409,9 @@ class ReferenceExecutor:
             elif isinstance(step, (S.Record, S.Wait)) and cuda:
                 self.program.append(EventStep(step.event, self.streams[step.stream], isinstance(step, S.Record)))
             if len(self.program) > first:
-                self.segments.append((_step_info(step), tuple(self.program[first:])))
+                # a profiled call runs the unspecialized instructions, with the same thread gate
+                self.segments.append((_step_info(step), tuple(
+                    _thread_gate(i, i) if isinstance(i, PreparedOp) and i.ins else i for i in self.program[first:])))
         # What an unprofiled call runs: the same instructions, plain ops specialized with their frees.
         program_now = self.program
         if c_libraries is not None and (device is None or device.type == "cpu"):
@@ -427,7 +429,7 @@ class ReferenceExecutor:
         # A C launch counts: its group may run through torch (CLaunch.fallback).
         self.torch_ops = any(isinstance(i, (PreparedOp, CLaunch)) for i in self.program)
         on_cpu = device is None or device.type == "cpu"
-        self.gated = on_cpu and self.torch_ops  # small products on one thread (`_thread_gate`)
+        self.gated = on_cpu and self.torch_ops  # small ops on one thread (`_thread_gate`)
         from sdc.runtime.cuda_graphs import GraphRunner, static_reason
 
         self.graph_reason = static_reason(program, device)  # why calls are not captured, or None
@@ -557,14 +559,15 @@ def _straight_line(program: list[Callable[[list, RunState], None]],
         instruction = program[i]
         i += 1
         if not isinstance(instruction, PreparedOp) or not instruction.plain(comm):
-            out.append(instruction)
+            out.append(_thread_gate(instruction, instruction) if isinstance(instruction, PreparedOp)
+                       and instruction.ins else instruction)
             continue
         frees: list[int] = []
         while i < len(program) and isinstance(program[i], FreeSlots) and not program[i].keep:
             frees.extend(program[i].slots)
             i += 1
         run = instruction.specialized(tuple(frees))
-        out.append(_thread_gate(instruction, run) if _GATED(instruction) else run)
+        out.append(_thread_gate(instruction, run) if instruction.ins else run)
     return tuple(out)
 
 
@@ -622,34 +625,29 @@ def _linear_kernel(env: RefEnv, attrs: dict, x: torch.Tensor, weight: torch.Tens
     return _linear(x, weight, bias)
 
 
-# Below these sizes an op runs faster on one thread than fanned out: at 2 threads on a loaded 2-core
-# CPU, a [16, 32] x [32, 96] matmul took 25-70 us against 5.5 us on one (the OpenMP fan-out waits for a
-# core that the other thread may not get at once), a small softmax 12-36 us against 4. A 1M
-# multiply-add op takes about 40 us on one core: splitting it saves about what the fan-out can cost.
-SERIAL_MACS = 1 << 20  # multiply-adds of the largest matmul or convolution
-SERIAL_ELEMENTS = 1 << 16  # elements of a product's result
-
-
-def _GATED(op: PreparedOp) -> bool:
-    """Whether `op` is a product whose thread count `_thread_gate` decides."""
-    return (op.name == "matmul" or op.name.startswith("conv")) and len(op.ins) >= 2
-
-
 def _thread_gate(op: PreparedOp, run: Callable[[list, RunState], None]) -> Callable[[list, RunState], None]:
-    """`run` (op's instruction) on one thread when the product is small (`_small_product`), else on
-    the caller's threads; torch's count is switched only where it changes, and the call restores the
-    caller's at its end. The count an op runs with is a function of the operand shapes of the call's
-    products up to it, never of earlier calls: two calls with the same inputs compute the same bits
+    """`run` (op's instruction) on one thread when its work is small (sdc.runtime.gate: a product by
+    its multiply-adds, `_small_product`; any other op by the elements of its largest operand), else
+    on the caller's threads; torch's count is switched only where it changes, and the call restores
+    the caller's at its end. The count an op runs with is a function of the operand shapes of the
+    call's ops up to it, never of earlier calls: two calls with the same inputs compute the same bits
     (a reduction's sum order can depend on the thread count). On a call with one thread it does
     nothing. torch's thread count is process-wide: during a one-thread stretch, torch work on other
     Python threads gets one thread too."""
-    lhs, rhs = op.ins[0], op.ins[1]
+    ins = op.ins
+    product = (op.name == "matmul" or op.name.startswith("conv")) and len(ins) >= 2
     conv = op.name.startswith("conv")
     attrs = op.attrs
 
+    def small(vals: list) -> bool:
+        if product:
+            return _small_product(conv, attrs, vals[ins[0]], vals[ins[1]])
+        limit = gate.SERIAL_OP_ELEMENTS
+        return all(not isinstance(t, torch.Tensor) or t.numel() <= limit for t in map(vals.__getitem__, ins))
+
     def gated(vals: list, state: RunState) -> None:
         if state.threads > 1:
-            want = 1 if _small_product(conv, attrs, vals[lhs], vals[rhs]) else state.threads
+            want = 1 if small(vals) else state.threads
             if want != state.current:
                 torch.set_num_threads(want)
                 state.current = want
@@ -659,23 +657,13 @@ def _thread_gate(op: PreparedOp, run: Callable[[list, RunState], None]) -> Calla
 
 
 def _small_product(conv: bool, attrs: dict, a: Any, b: Any) -> bool:
-    """Whether a matmul of `a` by `b` (or a convolution of input `a` with weight `b`) is small: at most
-    `SERIAL_ELEMENTS` result elements and `SERIAL_MACS` multiply-adds, from the operand shapes alone
-    (a convolution's result size estimated as the input's pixels over the strides)."""
+    """Whether a matmul of `a` by `b` (or a convolution of input `a` with weight `b`) is small enough
+    for one thread (sdc.runtime.gate), from the operand shapes alone."""
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dim() == 0 or b.dim() == 0:
         return True
     if conv:
-        if a.dim() < 3 or b.dim() < 2:
-            return True
-        pixels = a.shape[0]
-        for size, stride in zip(a.shape[2:], list(attrs.get("strides") or []) + [1] * a.dim()):
-            pixels *= max(1, size // max(1, int(stride)))
-        elements, per_element = pixels * b.shape[0], b.numel() // max(1, b.shape[0])
-    else:
-        k = a.shape[-2] if attrs.get("transpose_lhs") and a.dim() > 1 else a.shape[-1]
-        n = (b.shape[-2] if attrs.get("transpose_rhs") else b.shape[-1]) if b.dim() > 1 else 1
-        elements, per_element = a.numel() // max(1, k) * n, k
-    return elements <= SERIAL_ELEMENTS and elements * per_element <= SERIAL_MACS
+        return gate.small_conv(a.shape, b.shape, attrs.get("strides"))
+    return gate.small_matmul(a.shape, b.shape, bool(attrs.get("transpose_lhs")), bool(attrs.get("transpose_rhs")))
 
 
 # Ops whose reference function, on operands of element types other than the wide unsigned ones (which

@@ -42,6 +42,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from sdc.runtime.gate import small_conv
+
 Kernel = Callable[..., Any]
 
 def _hard_sigmoid_(x: torch.Tensor, a: dict) -> torch.Tensor:
@@ -175,16 +177,24 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
         return None
     shape = [1 if input_shape[0] is None else int(input_shape[0]), int(input_shape[1]),
              *(GUESSED_IMAGE_SIZE if d is None else int(d) for d in input_shape[2:])]
+    # packed for the thread count the executor's gate will run it with (sdc.runtime.gate says why)
+    threads = torch.get_num_threads()
+    pack_threads = 1 if small_conv(shape, weight.shape, strides) else threads
     if not symmetric:  # the kernel pads explicitly first, so oneDNN sees the padded input
         shape = [shape[0], shape[1], *(shape[2 + i] + pads[i] + pads[n + i] for i in range(n))]
     if any(d > PACK_MAX_DIM for d in shape):  # oneDNN's descriptors hold int32 dims: a declared 2^32 fails
         return None
     try:
+        if pack_threads != threads:
+            torch.set_num_threads(pack_threads)
         with torch.inference_mode():
             packed = torch._C._nn.mkldnn_reorder_conv2d_weight(weight.contiguous().to_mkldnn(), padding, strides,
                                                                dilations, groups, shape)
     except RuntimeError:  # a shape oneDNN cannot describe: the reference convolution says what is wrong
         return None
+    finally:
+        if pack_threads != threads:
+            torch.set_num_threads(threads)
     adds, finish = _epilogue(attrs)
     post_op, post_scalars = _onednn_post_op(attrs)
     convolution = torch.ops.mkldnn._convolution_pointwise

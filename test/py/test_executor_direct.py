@@ -288,12 +288,12 @@ def _small_eager(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_small_calls_run_on_one_thread_and_match_eager(tmp_path, monkeypatch) -> None:
-    """A linear layer runs as one addmm. At two threads, small products run on one thread (switched at
+    """A linear layer runs as one addmm. At two threads, small ops run on one thread (switched at
     the first, restored at the end of every call: the same on each call, so repeated calls compute
     the same bits); results match torch eager either way, and the caller's thread count is restored.
     (The torch path: with C kernels on, these groups would be generated C kernels.)"""
     import sdc
-    from sdc.runtime import executor
+    from sdc.runtime import executor, gate
 
     monkeypatch.setenv("SDC_C_KERNELS", "0")
     path = tmp_path / "small.mlir"
@@ -311,8 +311,11 @@ def test_small_calls_run_on_one_thread_and_match_eager(tmp_path, monkeypatch) ->
         set_threads(2)
         monkeypatch.setattr(executor.torch, "set_num_threads", lambda n: (seen.append(n), set_threads(n)))
         assert exe._executor.gated
-        for limit, switched in ((executor.SERIAL_ELEMENTS, [1, 2]), (10, [])):
-            monkeypatch.setattr(executor, "SERIAL_ELEMENTS", limit)
+        # (product limit, other ops' limit): all small; nothing small; only the other ops small
+        for (products, others), switched in (((gate.SERIAL_ELEMENTS, gate.SERIAL_OP_ELEMENTS), [1, 2]),
+                                             ((10, 10), []), ((10, gate.SERIAL_OP_ELEMENTS), [1, 2])):
+            monkeypatch.setattr(gate, "SERIAL_ELEMENTS", products)
+            monkeypatch.setattr(gate, "SERIAL_OP_ELEMENTS", others)
             outs = []
             for _ in range(2):
                 seen.clear()

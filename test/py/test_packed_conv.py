@@ -271,3 +271,30 @@ def test_compiled_mobilenet_block_merges_its_activations_at_symbolic_shapes():
     assert ("relu",) in merged and ("clip",) in merged, merged
     for b, s in ((1, 7), (3, 12)):
         _matches_float64(exe, net, torch.randn(b, 8, s, s))
+
+
+def test_packed_for_the_thread_count_the_gate_runs_it_with(monkeypatch):
+    """At two threads, a convolution the executor's gate runs on one thread (sdc.runtime.gate) is packed
+    on one thread, and the caller's count is back after; a large one is packed on the caller's threads.
+    (oneDNN's blocked format depends on the thread count: packed for the other count, a call reorders
+    the weight again, 10-35x slower on a 1x1 convolution of 1024 channels.)"""
+    from sdc.runtime import gate
+
+    a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
+    small, large = (1, 8, 8, 8), (1, 64, 64, 64)
+    w = torch.randn(32, 8, 1, 1), torch.randn(256, 64, 3, 3)
+    assert gate.small_conv(small, w[0].shape, [1, 1]) and not gate.small_conv(large, w[1].shape, [1, 1])
+    before = torch.get_num_threads()
+    seen: list[int] = []
+    set_threads = torch.set_num_threads
+    try:
+        set_threads(2)
+        monkeypatch.setattr(torch, "set_num_threads", lambda n: (seen.append(n), set_threads(n)))
+        assert packed_conv(CONV, a, w[0], small) is not None
+        assert seen == [1, 2] and torch.get_num_threads() == 2
+        seen.clear()
+        assert packed_conv(CONV, a, w[1], large) is not None
+        assert seen == []
+    finally:
+        monkeypatch.undo()
+        torch.set_num_threads(before)
