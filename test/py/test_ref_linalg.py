@@ -7,6 +7,9 @@ import math
 
 import numpy as np
 import pytest
+import torch
+
+from sdc.dialect.opdef import RefEnv, get_op
 
 from refcheck import as_float64, assert_matches, call, foundation_ops, random, rng  # noqa: F401 (rng: fixture)
 
@@ -181,6 +184,10 @@ POOLS = [
     ((1, 2, 5, 9), {"kernel": [2, 3], "strides": [2, 2], "pads": [0, 1, 1, 1], "ceil_mode": True}),
     ((2, 2, 10), {"kernel": [3], "strides": [3], "pads": [1, 1], "ceil_mode": True}),
     ((1, 1, 4, 5, 6), {"kernel": [2, 2, 3], "strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 1]}),
+    # symmetric pads of at most half the kernel: torch's pooling pads them itself (linalg._native_padding)
+    ((1, 2, 6, 5, 7), {"kernel": [3, 2, 3], "strides": [1, 2, 2], "pads": [1, 1, 1, 1, 1, 1]}),
+    ((2, 3, 9), {"kernel": [4], "strides": [2], "pads": [2, 2]}),
+    ((1, 2, 8, 8), {"kernel": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1], "ceil_mode": True}),
 ]
 
 
@@ -192,9 +199,10 @@ def test_max_pool(x_shape, attrs, rng):
 
 
 @pytest.mark.parametrize("dilations", [[2, 2], [1, 3]])
-def test_max_pool_dilated(dilations, rng):
+@pytest.mark.parametrize("pads", [[1, 1, 0, 1], [1, 1, 1, 1]])
+def test_max_pool_dilated(dilations, pads, rng):
     x = random(rng, (1, 2, 9, 10))
-    attrs = {"kernel": [2, 3], "strides": [2, 1], "pads": [1, 1, 0, 1], "dilations": dilations}
+    attrs = {"kernel": [2, 3], "strides": [2, 1], "pads": pads, "dilations": dilations}
     got = call("max_pool", x, **attrs)
     assert_matches(got, _np_pool(as_float64(x), "max", **attrs), "f32")
 
@@ -212,6 +220,18 @@ def test_avg_pool(x_shape, attrs, count_include_pad, rng):
     got = call("avg_pool", x, count_include_pad=count_include_pad, **attrs)
     want = _np_pool(as_float64(x), "avg", count_include_pad=count_include_pad, **attrs)
     assert_matches(got, want, "f32")
+
+
+@pytest.mark.parametrize("name", ["max_pool", "avg_pool"])
+def test_pool_of_a_channels_last_operand(name, rng):
+    """The same values as on the NCHW copy, and the result stays channels-last (no copy for the next op)."""
+    x = torch.as_tensor(random(rng, (2, 5, 7, 6)))
+    attrs = get_op(name).with_defaults({"kernel": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+    got = get_op(name).ref(RefEnv(), attrs, x.contiguous(memory_format=torch.channels_last))
+    want = _np_pool(x.double().numpy(), "max" if name == "max_pool" else "avg", kernel=[3, 3], strides=[2, 2],
+                    pads=[1, 1, 1, 1])
+    assert_matches(got.numpy(), want, "f32")
+    assert got.is_contiguous(memory_format=torch.channels_last)
 
 
 @pytest.mark.parametrize("name,fn", [("global_avg_pool", np.mean), ("global_max_pool", np.max)])
