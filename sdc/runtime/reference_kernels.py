@@ -203,15 +203,19 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
     kernel = [int(k) for k in weight.shape[2:]]
     # A 1x1 convolution is a matrix product over the pixels; a small one runs as one BLAS call (on a view
     # of the plain weight: no copy), which skips oneDNN's fixed cost per call (`_product_is_cheaper`).
-    pointwise = (kernel == [1, 1] and strides == [1, 1] and pads == [0] * 4 and dilations == [1, 1] and groups == 1)
-    matrix = weight.detach().reshape(weight.shape[0], weight.shape[1]).t() if pointwise else None
+    # So is one whose windows tile the image (kernel = strides, no pads: a ViT's patch embedding), over
+    # the image cut into patches (`_patch_matmul`).
+    tiles = kernel == strides and pads == [0] * 4 and dilations == [1, 1] and groups == 1
+    pointwise = tiles and kernel == [1, 1]
+    matrix = weight.detach().reshape(weight.shape[0], -1).t() if tiles else None
 
     def run(env, a, x, w, *rest):
         bias, other = _split_operands(rest, adds)
         if not _plain_f32(x) or (bias is not None and bias.dtype != torch.float32) or (adds and not _plain_f32(other)):
             return fallback(env, a, x, w, *rest)
-        if matrix is not None and _product_is_cheaper(x.shape[0] * x.shape[2] * x.shape[3], matrix.numel()):
-            out = _pointwise_matmul(x, matrix, bias)
+        if matrix is not None and _product_is_cheaper(
+                x.shape[0] * (x.shape[2] // kernel[0]) * (x.shape[3] // kernel[1]), matrix.numel()):
+            out = _pointwise_matmul(x, matrix, bias) if pointwise else _patch_matmul(x, matrix, kernel, bias)
             if adds:
                 out = out.add_(other) if other.shape == out.shape else out + other
             return finish(out)
@@ -268,6 +272,20 @@ def _pointwise_matmul(x: torch.Tensor, matrix: torch.Tensor, bias: torch.Tensor 
     if bias is not None:
         out = out.add_(bias.view(o, 1))
     return out.view(n, o, h, w)
+
+def _patch_matmul(x: torch.Tensor, matrix: torch.Tensor, kernel: list[int], bias: torch.Tensor | None) -> torch.Tensor:
+    """A convolution whose windows tile `x` [N, C, H, W] (strides = `kernel`, no pads; rows and columns
+    past the last whole window are not read) with `matrix` [C*KH*KW, O] (the weight, flattened and
+    transposed) plus `bias`: the patches as rows of one product. The result is in `x`'s memory order."""
+    n, c = x.shape[0], x.shape[1]
+    (kh, kw), (h, w) = kernel, (x.shape[2] // kernel[0], x.shape[3] // kernel[1])
+    o = matrix.shape[1]
+    patches = (x[:, :, :h * kh, :w * kw].reshape(n, c, h, kh, w, kw).permute(0, 2, 4, 1, 3, 5)
+               .reshape(n * h * w, c * kh * kw))
+    flat = torch.addmm(bias, patches, matrix) if bias is not None else torch.mm(patches, matrix)
+    out = flat.view(n, h, w, o).permute(0, 3, 1, 2)
+    return out if x.is_contiguous(memory_format=torch.channels_last) else out.contiguous()
+
 
 # The attributes `fuse_epilogues` adds to a convolution: the ops after it that its kernel applies
 # (an `add`, then one unary op, each optional), and that unary op's attributes as [name, value] pairs.

@@ -36,6 +36,10 @@ CASES = [  # (input shape, weight shape, strides, pads, dilations, groups, bias)
     ((2, 6, 12, 12), (6, 1, 3, 3), [2, 2], [0, 0, 1, 1], [1, 1], 6, False),  # depthwise, asymmetric pads
     ((1, 8, 15, 15), (12, 4, 3, 5), [1, 2], [2, 1, 0, 3], [2, 1], 2, True),  # grouped, dilated, non-square
     ((3, 4, 9, 9), (8, 4, 1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 1, False),
+    # windows that tile the image (a patch embedding): one product over the patches; 17 and 13 leave
+    # a remainder the convolution does not read
+    ((2, 3, 16, 17), (8, 3, 4, 4), [4, 4], [0, 0, 0, 0], [1, 1], 1, True),
+    ((1, 5, 12, 13), (6, 5, 2, 3), [2, 3], [0, 0, 0, 0], [1, 1], 1, False),
 ]
 
 
