@@ -269,14 +269,14 @@ def _pool_geometry(a, x):
     return n, kernel, strides, dilations, pads, extra
 
 
-def _native_padding(n: int, kernel, pads, extra) -> list[int] | None:
+def _native_padding(n: int, kernel, pads) -> list[int] | None:
     """The padding to hand torch's own pooling, which pads implicitly (no padded copy of the input),
-    or None where the window needs the explicit padding: pads differ at the two ends, a ceil_mode
-    window reaches past them (`extra`), or a pad is wider than torch takes (half the kernel)."""
+    or None where the window needs the explicit padding: pads differ at the two ends, or one is wider
+    than torch takes (half the kernel). With equal pads torch's output size, ceil_mode included, is
+    `window_out`'s, and a ceil_mode window that runs past the pad reads nothing there, as the explicit
+    form's `extra` (-inf for max; for avg neither divisor counts those cells)."""
     begin, end = list(pads[:n]), list(pads[n:])
-    if n not in _MAXPOOL or begin != end or any(extra):
-        return None
-    if any(2 * p > k for p, k in zip(begin, kernel)):
+    if n not in _MAXPOOL or begin != end or any(2 * p > k for p, k in zip(begin, kernel)):
         return None
     return begin
 
@@ -285,9 +285,9 @@ def _max_pool_ref(env, a, x):
     if not x.is_floating_point():  # integer max pooling, exact in f64 for up to 53-bit values
         return _max_pool_ref(env, a, x.to(torch.float64)).to(x.dtype)
     n, kernel, strides, dilations, pads, extra = _pool_geometry(a, x)
-    padding = _native_padding(n, kernel, pads, extra)
+    padding = _native_padding(n, kernel, pads)
     if padding is not None:  # torch pads with -inf itself
-        return getattr(F, _MAXPOOL[n])(x, kernel, strides, padding, dilations)
+        return getattr(F, _MAXPOOL[n])(x, kernel, strides, padding, dilations, bool(a["ceil_mode"]))
     xp = _explicit_pad(x, pads, n, -math.inf, extra)
     return getattr(F, _MAXPOOL[n])(xp, kernel, strides, 0, dilations)
 
@@ -304,11 +304,12 @@ def _window_sum(x: torch.Tensor, kernel, strides, dilations) -> torch.Tensor:
 
 def _avg_pool_ref(env, a, x):
     n, kernel, strides, dilations, pads, extra = _pool_geometry(a, x)
-    padding = _native_padding(n, kernel, pads, extra)
+    padding = _native_padding(n, kernel, pads)
     if padding is not None and all(d == 1 for d in dilations):
-        # one pooling call: with no window past the pads, torch's divisor (the window, or its cells
-        # inside the input) is the op's; the explicit form below pads a copy and pools a mask too
-        return getattr(F, _AVGPOOL[n])(x, kernel, strides, padding, False, bool(a["count_include_pad"]))
+        # one pooling call, whose divisor (the window within the pads, or its cells in the input) is
+        # the op's; the explicit form below pads a copy and pools a mask too
+        return getattr(F, _AVGPOOL[n])(x, kernel, strides, padding, bool(a["ceil_mode"]),
+                                       bool(a["count_include_pad"]))
     xp = _explicit_pad(x, pads, n, 0.0, extra)
     ones = torch.ones((1, 1, *x.shape[2:]), dtype=x.dtype)
     if a["count_include_pad"]:
