@@ -10,7 +10,7 @@ import torch
 from sdc.dialect.opdef import RefEnv, get_op
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 16, 2**40])  # past C: the window clips (no 2^40 pad)
 @pytest.mark.parametrize("beta", [0.7, 0.75, 0.5, 1.0])  # 0.75, 0.5 and 1 take square roots, not pow
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_lrn_matches_the_spec_window(size, beta, channels_last):

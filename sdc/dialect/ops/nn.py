@@ -272,11 +272,15 @@ def _lrn_ref(env, a, x):
     # that keep x's memory format (channels-last stays so), 3.5-4.5x faster on one thread than pooling
     # over C as a spatial dim, which copied a channels-last input to NCHW (AlexNet's and Inception's
     # LRNs, 2026-12-03).
+    # A window reaching more than C-1 channels past either end reads only zeros there: the padding is
+    # clipped to C-1 a side, so a declared size of 2^40 pads and sums no more than 2C-1 slices.
     size, c = a["size"], x.shape[1]
-    before = (size - 1) // 2
-    sq = F.pad(x * x, [0, 0] * (x.dim() - 2) + [before, size - 1 - before])
-    window = sq if size == 1 else sq[:, 0:c] + sq[:, 1:1 + c]
-    for k in range(2, size):
+    before = min((size - 1) // 2, max(c - 1, 0))
+    after = min(size - 1 - (size - 1) // 2, max(c - 1, 0))
+    sq = F.pad(x * x, [0, 0] * (x.dim() - 2) + [before, after])
+    taps = before + after + 1
+    window = sq if taps == 1 else sq[:, 0:c] + sq[:, 1:1 + c]
+    for k in range(2, taps):
         window += sq[:, k:k + c]
     scale = window.mul_(a["alpha"] / size).add_(a["bias"])
     return x * _negative_power(scale, a["beta"])
