@@ -176,10 +176,16 @@ class NodeImporter(IndexingOps, NNOps):
         if isinstance(n, sympy.Max):
             n = sym_int(sympy.ceiling((l - s) / d))
         ramp = self.b.iota([n], 0, start.dtype)
+
+        def operand(bound, v):  # a number folds into a constant; a symbolic bound is its own value
+            if is_int(bound):
+                return self.b.const(np.array(bound), start.dtype)
+            return self.b.emit("reshape", [v], shape=[]) if v.rank else v
+
         if d != 1:
-            ramp = self.b.emit("mul", [ramp, self.b.const(np.array(d), start.dtype)])
+            ramp = self.b.emit("mul", [ramp, operand(d, delta)])
         if s != 0:
-            ramp = self.b.emit("add", [ramp, self.b.const(np.array(s), start.dtype)])
+            ramp = self.b.emit("add", [ramp, operand(s, start)])
         return ramp
 
     def op_Cast(self, node, inputs, attrs):

@@ -104,6 +104,22 @@ def test_range_to_a_symbolic_length_builds_a_causal_mask():
     _check(model, {"x": [(1, 1, 1), (2, 4, 4), (1, 7, 7)]})
 
 
+def test_range_from_a_symbolic_start():
+    """Range(P, P + T): the positions of T new tokens after a cache of P, as a decoder numbers them. A
+    symbolic start used to crash the importer (`Cannot convert symbols to int`, fuzzer onnx-struct:2203:2996)."""
+    nodes = [_node("Shape", ["past"], ["sp"]),
+             _node("Gather", ["sp", "zero"], ["p"], axis=0),  # a scalar: P
+             _node("Shape", ["x"], ["sx"]),
+             _node("Gather", ["sx", "zero"], ["t"], axis=0),
+             _node("Add", ["p", "t"], ["end"]),
+             _node("Range", ["p", "end", "one"], ["r"]),
+             _node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
+             _node("Add", ["x", "rf"], ["y"])]
+    model = _model(nodes, [_f32("x", ["T"]), _f32("past", ["P"])], [_f32("y", ["T"])],
+                   [_ints("zero", 0), _ints("one", 1)])
+    _check(model, {"x": [(1,), (4,), (3,)], "past": [(2,), (5,), (1,)]})
+
+
 # ---------------------------------------------------------------- 2. symbolic slice bounds
 
 
