@@ -27,6 +27,9 @@ from sdc.frontend.values import V, const_value, is_int, sym_int, torch_value
 __all__ = ["CompileTimeValueError", "NodeImporter"]
 
 
+# A Range of constants longer than this is computed at run time (an iota), not folded into the artifact.
+FOLDED_RANGE_ELEMENTS = 1 << 20
+
 class NodeImporter(IndexingOps, NNOps):
     """Dispatches on op_type to `op_<OpType>` (here and in the mixins onnx_ops_indexing.py and
     onnx_ops_nn.py) or to the one-op tables of onnx_common. Ops are emitted through `self.b`, the
@@ -163,22 +166,25 @@ class NodeImporter(IndexingOps, NNOps):
             if v.rank > 1 or (v.rank == 1 and v.sym[0] != 1):
                 raise ShapeError(f"Range {name} must be a scalar, found shape {list(v.sym)}")
         if all(v.is_const for v in inputs):
-            s0, l0, d0 = (v.as_torch().item() for v in inputs)
-            n = limits.range_length(s0, l0, d0)
-            ramp = torch.arange(n, dtype=torch.float64 if start.dtype in ("f16", "bf16", "f32", "f64") else torch.int64)
-            values = ramp * d0 + s0
-            return torch_value(values.to(dtypes.to_torch(start.dtype)))
-        if not all(v.known for v in inputs):
-            raise CompileTimeValueError("Range bounds must be known at compile time (possibly symbolic)")
-        s, l, d = (self.b.known_ints(v, "Range bound")[0] for v in inputs)
-        n = sym_int(sympy.Max(sympy.ceiling((l - s) / d), 0)) if not all(is_int(x) for x in (s, l, d)) else max(
-            0, math.ceil((l - s) / d))
-        if isinstance(n, sympy.Max):
-            n = sym_int(sympy.ceiling((l - s) / d))
+            s, l, d = (v.as_torch().item() for v in inputs)
+            n = limits.range_length(s, l, d)
+            if n <= FOLDED_RANGE_ELEMENTS:
+                ramp = torch.arange(n, dtype=torch.float64 if start.dtype in ("f16", "bf16", "f32", "f64") else torch.int64)
+                values = ramp * d + s
+                return torch_value(values.to(dtypes.to_torch(start.dtype)))
+            # longer: computed at run time, not stored in the artifact (nor allocated three times here)
+        else:
+            if not all(v.known for v in inputs):
+                raise CompileTimeValueError("Range bounds must be known at compile time (possibly symbolic)")
+            s, l, d = (self.b.known_ints(v, "Range bound")[0] for v in inputs)
+            n = sym_int(sympy.Max(sympy.ceiling((l - s) / d), 0)) if not all(is_int(x) for x in (s, l, d)) else max(
+                0, math.ceil((l - s) / d))
+            if isinstance(n, sympy.Max):
+                n = sym_int(sympy.ceiling((l - s) / d))
         ramp = self.b.iota([n], 0, start.dtype)
 
         def operand(bound, v):  # a number folds into a constant; a symbolic bound is its own value
-            if is_int(bound):
+            if is_int(bound) or isinstance(bound, float):
                 return self.b.const(np.array(bound), start.dtype)
             return self.b.emit("reshape", [v], shape=[]) if v.rank else v
 

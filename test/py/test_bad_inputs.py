@@ -331,6 +331,30 @@ def test_range_bounds_must_be_scalars():
     assert "node 'range' (Range): Range start must be a scalar, found shape [3]" in import_error(m)
 
 
+def test_a_long_range_of_constants_runs_at_run_time():
+    """Found by the fuzzer (onnx-bytes:2203:67110): a flipped byte made a Range of constants 134M long,
+    which the folder computed in three 1 GiB tensors. A constant Range over FOLDED_RANGE_ELEMENTS is
+    an iota at run time: the artifact stores no such weight, and the values match onnxruntime."""
+    import onnxruntime as ort
+
+    import sdc
+    from sdc.frontend.onnx_ops import FOLDED_RANGE_ELEMENTS
+
+    n = FOLDED_RANGE_ELEMENTS + 5
+    for dtype, start, step in ((T.FLOAT, 0.5, 1.5), (T.INT64, -3, 2)):
+        cast = np.float32 if dtype == T.FLOAT else np.int64
+        bounds = [h.make_tensor(k, dtype, [], [cast(v)]) for k, v in (("s", start), ("l", start + n * step), ("d", step))]
+        rng = h.make_node("Range", ["s", "l", "d"], ["y"], name="range")
+        m = model([rng], [], [h.make_tensor_value_info("y", dtype, [n])], bounds)
+        exe = sdc.compile(m)
+        assert sum(w.numel() for w in exe._executor.initial if w is not None) < 16  # the three bounds at most
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {})[0]
+        out = exe()
+        got = np.asarray(out[0] if isinstance(out, (list, tuple)) else out)
+        assert got.shape == (n,)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+
+
 def test_a_graph_output_without_a_name():
     # Found by the fuzzer (onnx-bytes:11:6945): a flipped byte emptied an output's name.
     relu = h.make_node("Relu", ["x"], ["y"], name="r")
