@@ -187,6 +187,9 @@ class _RankBuilder:
         self.collective_count = 0
         self.roots: dict[str, str] = {}  # a weight computed at compile time -> the weight it is named after
         self.result_dims: dict[str, list] = {}  # an op result -> its symbolic dims (`sdc.result_dims`)
+        # an op result the layout pass stores in another than row-major order -> that order (the C
+        # kernels read such values as they lie: cpu.generate.physical_order)
+        self.layouts: dict[str, tuple[int, ...]] = {}
 
     # ------------------------------------------------------------ values
 
@@ -304,6 +307,10 @@ class _RankBuilder:
         ins = [self.ids[v] for v in op.operands]
         outs = [self._new_value(r) for r in op.results]
         self.result_dims.update(zip(outs, op_result_dims(op) or []))
+        if len(outs) == 1:  # (a multi-result op's `sdc.layout` lists one per result: not read here)
+            layout = list(attrs["layout"]) if opdef.name == "layout_cast" else _layout(op)
+            if layout and layout != list(range(len(layout))):
+                self.layouts[outs[0]] = tuple(layout)
         entry = {"op": opdef.name, "attrs": self._encode(attrs), "inputs": ins, "outputs": outs, "loc": op_location(op)}
         if "sdc.reason" in op.attributes:
             entry["reason"] = ir.StringAttr(op.attributes["sdc.reason"]).value
@@ -521,6 +528,7 @@ class _RankBuilder:
 
         renderer = CRenderer()
         functions: list[str] = []
+        layouts = {**self.layouts, **{vid: tuple(v["layout"]) for vid, v in self.plan.values.items() if v.get("layout")}}
         source = C_SOURCE if self.mesh is None else C_SOURCE.replace(".c", f"_r{self.plan.rank}.c")
         for step in self.plan.steps:
             if step["kind"] != LAUNCH or any(e["op"] in ("conv", "custom") for e in step["kernel"]["ops"]):
@@ -530,7 +538,7 @@ class _RankBuilder:
             try:
                 ops, values, transposed = self._stored_transposed(_product_first(ops))
                 generated = c_kernel(renderer, ops, step["inputs"], step["outputs"], values, entry, self.weight_tensor,
-                                     transposed)
+                                     transposed, layouts)
             except (LoweringError, ValueError) as e:  # ValueError: a renderer without a form for a node
                 step["kernel"]["why_reference"] = str(e)
                 continue

@@ -17,7 +17,9 @@ The kernel ABI (what sdc/codegen/cpu renders and this module calls):
   `map[j]` is None); the kernel derives the strides from `d`. The launcher makes arguments dense,
   checks that each argument's size in a mapped dim equals the domain's there (a size-1 operand
   broadcasting at run time is not indexed by the kernel: that call runs the group's reference ops
-  instead), and allocates results dense.
+  instead), and allocates results dense. A tensor with a `layout` (a physical dim order) is dense
+  in that order instead, its map over those dims: the launcher passes its permuted view (dense as a
+  channels-last value lies) and makes a result's value the view of its buffer with the order undone.
 - Element storage: f64 double, f32 float, i64 int64_t, i32 int32_t, i16 int16_t, i8 int8_t,
   ui8 uint8_t, i1 one byte 0/1 (torch's bool).
 - A kernel is single-threaded and allocates no more than a per-call scratch it frees. It returns
@@ -58,7 +60,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -169,12 +171,20 @@ def check_signature(lib: ctypes.PyDLL, spec: S.CKernel, values: dict[str, S.Valu
         "args": [[values[a.value].dtype, list(a.map)] for a in spec.args],
         "results": [[values[r.value].dtype, list(r.map)] for r in spec.results],
         "transposed": list(spec.transposed),
+        "layouts": (layout_signature(spec.args, spec.results, {t.value: t.layout for t in (*spec.args, *spec.results)
+                                                                if t.layout is not None})
+                    if any(t.layout is not None for t in (*spec.args, *spec.results)) else None),
     }
     for key, want in expected.items():
         got = sig.get(key, [] if key == "transposed" else None)  # (kernels compiled before it took none)
         if got != want:
             raise error(f"plan.json's launch of C kernel '{spec.entry}' does not match the kernel's compiled "
                         f"signature: {key} {want} in the plan, {got} compiled")
+
+
+def layout_signature(args: Sequence, results: Sequence, layouts: Mapping[str, Sequence[int]]) -> list:
+    """[[arg index, layout], ...] and the same for results: what the signature says of `layouts`."""
+    return [[[i, list(layouts[t.value])] for i, t in enumerate(ts) if t.value in layouts] for ts in (args, results)]
 
 
 def c_kernels_enabled() -> bool:
@@ -252,6 +262,11 @@ class CLaunch:
     scratch: tuple[int, ...] = ()  # slots of the group's inner values, which only the fallback fills
     pointers: Any = None  # the ctypes void* array the kernel's `p` points to, filled per call
     settled: dict = field(default_factory=dict)  # argument shapes -> _Settled, or _MISFIT
+    # per argument and result, the physical dim order the kernel takes it dense in (its `layout`), or
+    # None: row-major (`physical`: any is not None; such a launch is not part of a CSegment)
+    arg_layouts: tuple[tuple[int, ...] | None, ...] = ()
+    result_layouts: tuple[tuple[int, ...] | None, ...] = ()
+    physical: bool = False
 
     def _settle(self, tensors: list[torch.Tensor]) -> _Settled | object:
         def differs(arg: S.KernelTensor, j: int, size: int, there: int, d: int) -> str:
@@ -289,6 +304,8 @@ class CLaunch:
         if fn is None:
             return self.run_fallback(vals, state)
         tensors = [vals[s] for s in self.arg_slots]
+        if self.physical:  # in the kernel's dim order: a channels-last value is then dense as it lies
+            tensors = [t if p is None else t.permute(p) for t, p in zip(tensors, self.arg_layouts)]
         key = tuple([t.shape for t in tensors])
         known = self.settled.get(key)
         if known is None:
@@ -328,8 +345,19 @@ class CLaunch:
             i += 1
         copies = None
         # an alloc step's (or the arena's) buffer has the value's dtype: only its shape is checked
-        for slot, (shape, strides, dtype, like) in zip(self.result_slots, known.results):
+        for k, (slot, (shape, strides, dtype, like)) in enumerate(zip(self.result_slots, known.results)):
             existing = vals[slot]
+            order = self.result_layouts[k] if self.physical else None
+            if order is not None:
+                if existing is not None:
+                    existing = existing.permute(order)  # the bound buffer as the kernel writes it
+                fresh = self._fresh_physical(vals, slot, order, existing, shape, strides, dtype, like, tensors)
+                if fresh is not existing:
+                    if existing is not None and existing.shape == shape:
+                        copies = [*(copies or ()), (existing, fresh)]
+                pointers[i] = fresh.data_ptr()
+                i += 1
+                continue
             if existing is not None and existing.shape == shape:
                 if existing.is_contiguous():
                     pointers[i] = existing.data_ptr()
@@ -344,6 +372,28 @@ class CLaunch:
             pointers[i] = fresh.data_ptr()
             i += 1
         return copies
+
+
+    @staticmethod
+    def _fresh_physical(vals: list, slot: int, order: tuple[int, ...], existing: torch.Tensor | None,
+                        shape: tuple[int, ...], strides: tuple[int, ...], dtype: torch.dtype, like: int,
+                        tensors: list[torch.Tensor]) -> torch.Tensor:
+        """Where a result in physical order `order` is written: the bound buffer (`existing`, already
+        permuted) when it is dense that way, else a fresh dense tensor, whose logical view (the
+        permutation undone) becomes the slot's value unless a bound buffer takes a copy of it."""
+        if existing is not None and existing.shape == shape and existing.is_contiguous():
+            return existing
+        fresh = torch.empty_like(tensors[like]) if like >= 0 else torch.empty_strided(shape, strides, dtype=dtype)
+        if existing is None or existing.shape != shape:
+            vals[slot] = fresh.permute(_inverse(order))
+        return fresh
+
+
+def _inverse(order: tuple[int, ...]) -> list[int]:
+    out = [0] * len(order)
+    for physical, logical in enumerate(order):
+        out[logical] = physical
+    return out
 
 
 def out_of_memory(where: str, what: str, e: Exception) -> SdcError:
@@ -395,8 +445,12 @@ def prepare_c_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.
         initial[arg_slots[i]] = copy.t()
         initial.append(copy)
         arg_slots[i] = len(initial) - 1
+    arg_layouts = tuple(a.layout for a in spec.args)
+    result_layouts = tuple(r.layout for r in spec.results)
     return CLaunch(
         where=step.where, spec=spec, fn=fn, arg_slots=tuple(arg_slots),
+        arg_layouts=arg_layouts, result_layouts=result_layouts,
+        physical=any(p is not None for p in (*arg_layouts, *result_layouts)),
         result_slots=tuple(slots[r.value] for r in spec.results),
         result_dtypes=tuple(dtypes.to_torch(values[r.value].dtype) for r in spec.results),
         fallback=tuple(fallback), scratch=scratch,

@@ -148,8 +148,8 @@ def build_segments(program: list[Callable], output_slots: list[int], initial: li
     bound = {i.slot for i in program if isinstance(i, (AllocBuffer, ViewSlot, ArenaAlloc))}
 
     def member(i: Any) -> bool:
-        if isinstance(i, CLaunch):
-            return i.fn is not None and not bound.intersection(i.result_slots)
+        if isinstance(i, CLaunch):  # (a physical-order launch: this plan takes row-major tensors)
+            return i.fn is not None and not i.physical and not bound.intersection(i.result_slots)
         if isinstance(i, FreeSlots):
             return not i.keep
         if not isinstance(i, PreparedOp) or not i.plain(None):

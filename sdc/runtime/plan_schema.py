@@ -144,7 +144,8 @@ class CKernel:
     """A generated C kernel of the CPU target (sdc/codegen/cpu), compiled at load with the host's C
     compiler: its source file in the artifact (all kernels of a rank in one), its entry function
     (`int ENTRY(void **p, const int64_t *d)`, the ABI of sdc/runtime/c_launcher.py), the template
-    it was rendered from, and the index domain and tensors (as a TritonKernel's, dense row-major)."""
+    it was rendered from, and the index domain and tensors (as a TritonKernel's, dense row-major, or
+    dense in the physical order a tensor's `layout` gives, its map then over those dims)."""
 
     source: str
     entry: str
@@ -705,8 +706,7 @@ def _c_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], valu
         raise PlanError(f"{where}: a c kernel's 'template' must be one of {', '.join(C_TEMPLATES)}, "
                         f"found {_short(template)}")
     domain, args, results = _domain_and_tensors(raw, inputs, outputs, values, where, "c")
-    if any(t.layout is not None for t in (*args, *results)):
-        raise PlanError(f"{where}: a c kernel's tensors are dense in row-major order (no 'layout')")
+    # a tensor with a `layout` is passed dense in that physical order, its map over the physical dims
     for t in (*args, *results):
         if values[t.value].dtype not in C_DTYPES:
             raise PlanError(f"{where}: value '{t.value}' is {values[t.value].dtype}, which a c kernel does not "

@@ -152,7 +152,7 @@ def test_a_c_launch_parses_into_a_c_kernel_spec():
     ("args", [{"value": "x", "map": [0, 2]}], r"the map of 'x' must give one domain dim \(0..1\) or null"),
     ("args", [{"value": "x", "map": [0]}], r"the map of 'x' must give one domain dim .* each of its 2 dims"),
     ("args", [{"value": "b", "map": [1]}], r"'args' names value 'b', which is not among the launch's inputs"),
-    ("args", [{"value": "x", "map": [0, 1], "layout": [1, 0]}], r"a c kernel's tensors are dense .*no 'layout'"),
+    ("args", [{"value": "x", "map": [0, 1], "layout": [1, 1]}], r"the layout of 'x' must be a permutation"),
     ("results", [], r"a c kernel's 'results' must be the launch's outputs \['t'\]"),
 ])
 def test_a_bad_c_kernel_spec_is_one_error_naming_the_step(key, value, message):

@@ -231,3 +231,60 @@ def test_a_residual_computed_before_the_product_runs_in_the_c_matmul(tmp_path):
         x, pos = torch.randn(n, 16), torch.randn(1, 16)
         with torch.no_grad():
             torch.testing.assert_close(exe(x, pos)[0], model(x, pos), rtol=1e-5, atol=2e-5)
+
+
+class ConvBlock(torch.nn.Module):
+    """A DenseNet-like unit: convolutions (channels-last on the CPU) and the per-channel batch norm,
+    relu and residual add between them, which run as C kernels over the NHWC data as it lies."""
+
+    def __init__(self, channels: int = 8):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, channels, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(3, channels, 1)
+        self.norm = torch.nn.BatchNorm2d(2 * channels)
+        self.conv3 = torch.nn.Conv2d(2 * channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        h = torch.cat([self.conv1(x), self.conv2(x)], dim=1)  # a concat: the ops after it are a group of their own
+        return self.conv3(torch.relu(self.norm(h) * 1.5 + 0.25))
+
+
+def test_c_kernels_read_channels_last_values_as_they_lie(tmp_path, monkeypatch):
+    """The elementwise groups between convolutions are C kernels over the NHWC order (their plan
+    tensors carry the `layout`); a call copies none of their arguments to row-major, and the results
+    match torch eager at several batch sizes, on one thread and two."""
+    from sdc.runtime.c_launcher import CLaunch
+
+    torch.manual_seed(0)
+    model = ConvBlock().eval()
+    with torch.no_grad():
+        model.norm.running_mean.uniform_(-0.5, 0.5)
+        model.norm.running_var.uniform_(0.5, 1.5)
+    exe = sdc.compile(model, (torch.randn(2, 3, 9, 7),), dynamic_shapes=({0: Dim("batch", max=16)},),
+                      output=tmp_path / "conv.sdc")
+    plan = json.loads((tmp_path / "conv.sdc" / "plan.json").read_text())
+    laid_out = [s for r in plan["ranks"] for s in r["steps"] if s["kind"] == "launch" and s["kernel"]["backend"] == "c"
+                and any("layout" in t for t in s["kernel"]["args"] + s["kernel"]["results"])]
+    assert laid_out, "no C kernel over a channels-last value"
+    launches = [i for i in exe._executor.program if isinstance(i, CLaunch) and i.physical]
+    assert launches and all(i.fn is not None for i in launches)
+    made_dense = []
+    original = CLaunch._bind
+
+    def bind(self, tensors, vals, known):
+        made_dense.extend(n for n, t in enumerate(tensors) if not t.is_contiguous())
+        return original(self, tensors, vals, known)
+
+    monkeypatch.setattr(CLaunch, "_bind", bind)
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for batch in (1, 3, 2):
+                x = torch.randn(batch, 3, 9, 7)
+                with torch.no_grad():
+                    want = model(x)
+                torch.testing.assert_close(torch.as_tensor(exe(x.numpy())[0]), want, rtol=1e-4, atol=1e-5)
+    finally:
+        torch.set_num_threads(before)
+    assert made_dense == []
