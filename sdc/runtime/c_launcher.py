@@ -305,6 +305,8 @@ class CLaunch:
             return self.run_fallback(vals, state)
         tensors = [vals[s] for s in self.arg_slots]
         if self.physical:  # in the kernel's dim order: a channels-last value is then dense as it lies
+            if any(p is not None and t.dim() != len(p) for t, p in zip(tensors, self.arg_layouts)):
+                return self.run_fallback(vals, state)  # not the plan's rank: the torch ops say what is wrong
             tensors = [t if p is None else t.permute(p) for t, p in zip(tensors, self.arg_layouts)]
         key = tuple([t.shape for t in tensors])
         known = self.settled.get(key)
