@@ -354,9 +354,8 @@ class CLaunch:
                 if existing is not None:
                     existing = existing.permute(order)  # the bound buffer as the kernel writes it
                 fresh = self._fresh_physical(vals, slot, order, existing, shape, strides, dtype, like, tensors)
-                if fresh is not existing:
-                    if existing is not None and existing.shape == shape:
-                        copies = [*(copies or ()), (existing, fresh)]
+                if fresh is not existing and existing is not None and existing.shape == shape:
+                    copies = [*(copies or ()), (existing, fresh)]  # a bound buffer not dense that way
                 pointers[i] = fresh.data_ptr()
                 i += 1
                 continue
@@ -374,7 +373,6 @@ class CLaunch:
             pointers[i] = fresh.data_ptr()
             i += 1
         return copies
-
 
     @staticmethod
     def _fresh_physical(vals: list, slot: int, order: tuple[int, ...], existing: torch.Tensor | None,
