@@ -165,15 +165,14 @@ def check_signature(lib: ctypes.PyDLL, spec: S.CKernel, values: dict[str, S.Valu
         sig = None
     if not isinstance(sig, dict):
         raise error(f"the compiled C kernel '{spec.entry}' has no readable signature")
+    layouts = {t.value: t.layout for t in (*spec.args, *spec.results) if t.layout is not None}
     expected = {
         "template": spec.template,
         "domain": list(spec.domain),
         "args": [[values[a.value].dtype, list(a.map)] for a in spec.args],
         "results": [[values[r.value].dtype, list(r.map)] for r in spec.results],
         "transposed": list(spec.transposed),
-        "layouts": (layout_signature(spec.args, spec.results, {t.value: t.layout for t in (*spec.args, *spec.results)
-                                                                if t.layout is not None})
-                    if any(t.layout is not None for t in (*spec.args, *spec.results)) else None),
+        "layouts": layout_signature(spec.args, spec.results, layouts) if layouts else None,
     }
     for key, want in expected.items():
         got = sig.get(key, [] if key == "transposed" else None)  # (kernels compiled before it took none)
@@ -266,7 +265,10 @@ class CLaunch:
     # None: row-major (`physical`: any is not None; such a launch is not part of a CSegment)
     arg_layouts: tuple[tuple[int, ...] | None, ...] = ()
     result_layouts: tuple[tuple[int, ...] | None, ...] = ()
-    physical: bool = False
+    physical: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "physical", any(p is not None for p in (*self.arg_layouts, *self.result_layouts)))
 
     def _settle(self, tensors: list[torch.Tensor]) -> _Settled | object:
         def differs(arg: S.KernelTensor, j: int, size: int, there: int, d: int) -> str:
@@ -445,12 +447,9 @@ def prepare_c_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.
         initial[arg_slots[i]] = copy.t()
         initial.append(copy)
         arg_slots[i] = len(initial) - 1
-    arg_layouts = tuple(a.layout for a in spec.args)
-    result_layouts = tuple(r.layout for r in spec.results)
     return CLaunch(
         where=step.where, spec=spec, fn=fn, arg_slots=tuple(arg_slots),
-        arg_layouts=arg_layouts, result_layouts=result_layouts,
-        physical=any(p is not None for p in (*arg_layouts, *result_layouts)),
+        arg_layouts=tuple(a.layout for a in spec.args), result_layouts=tuple(r.layout for r in spec.results),
         result_slots=tuple(slots[r.value] for r in spec.results),
         result_dtypes=tuple(dtypes.to_torch(values[r.value].dtype) for r in spec.results),
         fallback=tuple(fallback), scratch=scratch,

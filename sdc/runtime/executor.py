@@ -410,8 +410,7 @@ class ReferenceExecutor:
                 self.program.append(EventStep(step.event, self.streams[step.stream], isinstance(step, S.Record)))
             if len(self.program) > first:
                 # a profiled call runs the unspecialized instructions, with the same thread gate
-                self.segments.append((_step_info(step), tuple(
-                    _thread_gate(i, i) if isinstance(i, PreparedOp) and i.ins else i for i in self.program[first:])))
+                self.segments.append((_step_info(step), tuple(map(_gated, self.program[first:]))))
         # What an unprofiled call runs: the same instructions, plain ops specialized with their frees.
         program_now = self.program
         if c_libraries is not None and (device is None or device.type == "cpu"):
@@ -559,8 +558,7 @@ def _straight_line(program: list[Callable[[list, RunState], None]],
         instruction = program[i]
         i += 1
         if not isinstance(instruction, PreparedOp) or not instruction.plain(comm):
-            out.append(_thread_gate(instruction, instruction) if isinstance(instruction, PreparedOp)
-                       and instruction.ins else instruction)
+            out.append(_gated(instruction))
             continue
         frees: list[int] = []
         while i < len(program) and isinstance(program[i], FreeSlots) and not program[i].keep:
@@ -623,6 +621,11 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.
 def _linear_kernel(env: RefEnv, attrs: dict, x: torch.Tensor, weight: torch.Tensor,
                    bias: torch.Tensor) -> torch.Tensor:
     return _linear(x, weight, bias)
+
+
+def _gated(instruction: Callable[[list, RunState], None]) -> Callable[[list, RunState], None]:
+    """An instruction as it runs unspecialized: an op with operands under `_thread_gate`."""
+    return _thread_gate(instruction, instruction) if isinstance(instruction, PreparedOp) and instruction.ins else instruction
 
 
 def _thread_gate(op: PreparedOp, run: Callable[[list, RunState], None]) -> Callable[[list, RunState], None]:
