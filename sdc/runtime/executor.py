@@ -782,6 +782,9 @@ def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
     if name == "gather" and len(operands) == 2 and operands[1].dtype == "i64":
         # the reference's own indexing (negative indices from the end, out-of-range ones an IndexError),
         # without its per-call dtype test and index tuple
+        blocks = _block_transpose(constants[1] if len(constants) > 1 else None, x.shape[axis % x.rank])
+        if blocks is not None:
+            return _block_transpose_at(axis % x.rank, *blocks)
         if axis % x.rank == 0:
             return operator.getitem
         return _gather_at(axis % x.rank)
@@ -870,6 +873,35 @@ def _gather_at(axis: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor
 
     def run(data: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         return data[(*leading, indices)]
+
+    return run
+
+
+def _block_transpose(indices: torch.Tensor | None, size: int) -> tuple[int, int] | None:
+    """(a, b) where `indices` (a weight) is the permutation of a dim of `size` = a*b split into [a, b],
+    transposed and joined (`canonicalize.block_transpose_indices`: a channel shuffle), else None."""
+    if (indices is None or indices.dim() != 1 or indices.dtype != torch.int64 or size == DYN
+            or indices.numel() != size or size < 4 or indices.device.type != "cpu"):
+        return None
+    b = int(indices[1])
+    if b < 2 or size % b or size // b < 2:
+        return None
+    a = size // b
+    j = torch.arange(size)
+    return (a, b) if torch.equal(indices, (j % a) * b + j // a) else None
+
+
+def _block_transpose_at(axis: int, a: int, b: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The gather of a channel shuffle as one copy in the operand's memory order: the dim is split in
+    [a, b] and the two swapped where it lies (so a channels-last operand gives a channels-last result,
+    which torch's indexing does not), against an index_select that reads each element by its index."""
+
+    def run(data: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        if data.dim() == 4 and axis == 1 and data.is_contiguous(memory_format=torch.channels_last) \
+                and not data.is_contiguous():
+            lying = data.permute(0, 2, 3, 1)
+            return lying.unflatten(3, (a, b)).transpose(3, 4).reshape(lying.shape).permute(0, 3, 1, 2)
+        return data.unflatten(axis, (a, b)).transpose(axis, axis + 1).reshape(data.shape)
 
     return run
 

@@ -4,6 +4,10 @@ Patterns (each a small function; see PATTERNS):
 - a cast to the operand's own type disappears; a cast of a lossless cast casts once;
 - a reshape of a reshape is one reshape; a reshape to the operand's own static type disappears;
 - a transpose of a transpose is one transpose, and an identity transpose disappears;
+- a reshape that splits one dim in two, a transpose that swaps the two and a reshape that joins them
+  again (ShuffleNet's channel shuffle) are one gather along that dim by a constant permutation
+  (`block_transpose_gather`): the gather follows the layout its operand lies in, where the three
+  shape ops pin their tensors row-major, and the runtime runs it as one copy;
 - a bmm between reshapes that flatten and restore the same batch dims is a matmul of the full rank
   (attention_pattern.unflatten_batch_matmul: torch.export's decomposition of 4-D matmuls);
 - squeeze/unsqueeze/reshape/transpose/cast/... of constants fold when the result is small
@@ -16,6 +20,8 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass
+
+import torch
 
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
@@ -121,6 +127,50 @@ def identity_transpose(op, rewriter) -> bool:
     return True
 
 
+# The longest dim a block transpose becomes a gather along: the permutation is a constant of that many
+# int64 indices.
+BLOCK_TRANSPOSE_LIMIT = 1 << 16
+
+
+def _single_use(value: ir.Value) -> bool:
+    uses = iter(value.uses)
+    return next(uses, None) is not None and next(uses, None) is None
+
+
+def block_transpose_indices(a: int, b: int) -> list[int]:
+    """The source index of each position of a dim of a*b split into [a, b], transposed and joined:
+    position j = i_b * a + i_a reads i_a * b + i_b."""
+    return [(j % a) * b + j // a for j in range(a * b)]
+
+
+def block_transpose_gather(op, rewriter) -> bool:
+    """reshape(transpose(reshape(x))) that splits a dim k of x into [a, b], swaps the two and joins them
+    back into x's own shape -> gather(x, block_transpose_indices(a, b), axis=k)."""
+    swap = _producer(op.operands[0], "sdc.transpose")
+    split = _producer(swap.operands[0], "sdc.reshape") if swap is not None else None
+    if split is None or op.results[0].type != split.operands[0].type:
+        return False
+    if not (_single_use(swap.results[0]) and _single_use(split.results[0])):
+        return False
+    x = tensor_spec(split.operands[0].type).shape
+    parts = tensor_spec(split.results[0].type).shape
+    perm = _attrs(swap)["perm"]
+    k = next((i for i, p in enumerate(perm) if p != i), None)
+    if (k is None or len(parts) != len(x) + 1 or k + 1 >= len(parts)
+            or perm != [*range(k), k + 1, k, *range(k + 2, len(parts))]):
+        return False
+    a, b = parts[k], parts[k + 1]
+    if not (is_static(a) and is_static(b) and is_static(x[k])) or a * b != x[k] or a * b > BLOCK_TRANSPOSE_LIMIT:
+        return False
+    if list(parts[:k]) != list(x[:k]) or list(parts[k + 2:]) != list(x[k + 1:]):
+        return False
+    with rewriter.ip:
+        indices = create("constant", [], {"value": DenseValue(
+            torch.tensor(block_transpose_indices(a, b), dtype=torch.int64), "i64")}, loc=op.location)
+    _replace_with(rewriter, op, "gather", [split.operands[0], indices.results[0]], {"axis": k})
+    return True
+
+
 # ---------------------------------------------------------------- constant folding
 
 
@@ -153,7 +203,7 @@ def fold_constant_operands(op, rewriter) -> bool:
 
 PATTERNS = {
     "sdc.cast": [cast_to_same_type, cast_of_lossless_cast],
-    "sdc.reshape": [reshape_to_same_type, reshape_of_reshape, unflatten_batch_matmul],
+    "sdc.reshape": [reshape_to_same_type, reshape_of_reshape, block_transpose_gather, unflatten_batch_matmul],
     "sdc.transpose": [identity_transpose, transpose_of_transpose],
 }
 FOLDABLE = [name for name, d in OPS.items() if d.pure and d.operands and name != "constant"]

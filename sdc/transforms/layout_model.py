@@ -146,6 +146,9 @@ class Rule:
 
 RELATIONS = ("uniform", "reduce", "contraction", "rigid")
 _ANY = {ROW_MAJOR: 0.0, CHANNELS_LAST: 0.0}
+# What the reader names a gather whose indices are 1-d (the result has the data's rank, one dim
+# resized): unlike an embedding lookup, it takes any layout (`layout_name`).
+AXIS_GATHER = "gather along an axis"
 _SHARED = {
     "elementwise unary": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
     "elementwise binary": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
@@ -162,6 +165,7 @@ _SHARED = {
     "pad": Rule("uniform", _ANY, "padding follows the remapped axes"),
     "split": Rule("uniform", _ANY, "splitting follows the remapped axis"),
     "convolution": Rule("uniform", _ANY, "convolution takes any layout its operands agree on"),
+    AXIS_GATHER: Rule("uniform", _ANY, "a gather by 1-d indices keeps every dim where it lies"),
     "*": Rule("rigid", {ROW_MAJOR: 0.0}, "this op reads and writes row-major tensors"),
 }
 
@@ -176,6 +180,11 @@ def layout_table(target: str) -> dict[str, Rule]:
         other = ROW_MAJOR if pref.layout == CHANNELS_LAST else CHANNELS_LAST
         table[pref.op] = Rule(base.relation, {pref.layout: 0.0, other: pref.other_cost}, pref.why)
     return table
+
+
+def layout_name(name: str, operand_ranks: Sequence[int]) -> str:
+    """The name an op's rule is looked up by: its own, except a gather by 1-d indices (AXIS_GATHER)."""
+    return AXIS_GATHER if name == "gather" and len(operand_ranks) == 2 and operand_ranks[1] == 1 else name
 
 
 def rule_for(target: str, name: str, family: str) -> Rule:
@@ -241,7 +250,8 @@ class OpModel:
     def __init__(self, problem: LayoutProblem, index: int):
         self.index = index
         self.op = op = problem.ops[index]
-        self.rule = rule_for(problem.target, op.name, op.family)
+        name = layout_name(op.name, [problem.tensors[t].rank for t in op.operands])
+        self.rule = rule_for(problem.target, name, op.family)
         ranks = [problem.tensors[t].rank for t in (op.results or op.operands)]
         if self.rule.relation == "reduce" and op.operands:
             ranks = [problem.tensors[op.operands[0]].rank]

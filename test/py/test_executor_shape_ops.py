@@ -204,6 +204,35 @@ def test_gather_elements_equals_reference(axis: int, gen) -> None:
     assert _direct_kernel("gather_elements", attrs, _specs(data, indices.to(torch.int32)), (), True) is None
 
 
+@pytest.mark.parametrize("a, b", [(4, 34), (3, 2), (2, 2)])
+def test_channel_shuffle_gather_keeps_the_memory_order(a: int, b: int, gen) -> None:
+    """A gather by a block-transpose permutation (what sdc-canonicalize makes of ShuffleNet's channel
+    shuffle) runs as one copy in the operand's memory order: equal to the reference's indexing, with a
+    channels-last result for a channels-last operand."""
+    from sdc.transforms.canonicalize import block_transpose_indices
+
+    op = get_op("gather")
+    attrs = op.with_defaults({"axis": 1})
+    indices = torch.tensor(block_transpose_indices(a, b), dtype=torch.int64)
+    data = torch.randn(2, a * b, 5, 3, generator=gen)
+    specs = (TensorSpec((2, a * b, 5, 3), "f32"), TensorSpec((a * b,), "i64"))
+    direct = _direct_kernel("gather", attrs, specs, (None, indices), True)
+    for operand in (data, data.contiguous(memory_format=torch.channels_last)):
+        got = direct(operand, indices)
+        _same(got, op.ref(RefEnv(), attrs, operand, indices))
+        want_last = operand.is_contiguous(memory_format=torch.channels_last) and not operand.is_contiguous()
+        assert got.is_contiguous(memory_format=torch.channels_last) == want_last
+        assert got.data_ptr() != operand.data_ptr()
+    # any other permutation is read by index
+    other = torch.randperm(a * b, generator=gen)
+    if not torch.equal(other, indices):
+        plain = _direct_kernel("gather", attrs, specs, (None, other), True)
+        _same(plain(data, other), op.ref(RefEnv(), attrs, data, other))
+        assert executor._block_transpose(other, a * b) is None
+    assert executor._block_transpose(indices, a * b) == (a, b)
+    assert executor._block_transpose(indices[:-1], a * b) is None
+
+
 @pytest.mark.parametrize("source, target", [("f32", "i1"), ("i64", "i1"), ("i1", "i64"), ("i64", "f32"),
                                             ("f32", "i64"), ("f32", "i32"), ("f32", "ui8"), ("f32", "f16"),
                                             ("i32", "i64")])

@@ -449,3 +449,40 @@ def test_deform_conv_reference(rng):
                             want[0, o, i, j] += w[o, cl, a, b] * mask[0, tap, i, j] * _bilinear(
                                 x[0, c].astype(np.float64), float(y), float(xx))
     assert_matches(got, want.astype(np.float32), "f32")
+
+
+@pytest.mark.parametrize("groups", [2, 4])
+def test_channel_shuffle_between_convolutions(groups, rng):
+    """ShuffleNet's unit: grouped 1x1 convolution, channel shuffle (Reshape, Transpose, Reshape), depthwise
+    3x3 convolution, with weights as initializers (so the layout pass runs the convolutions channels-last
+    and the shuffle, now a gather, with them), against onnxruntime at two batch sizes."""
+    import sdc
+    from sdc import onnx_backend
+
+    c = 6 * groups
+    weights = {"w1": rng.standard_normal((c, c // groups, 1, 1)).astype(np.float32),
+               "w2": rng.standard_normal((c, 1, 3, 3)).astype(np.float32),
+               "b2": rng.standard_normal(c).astype(np.float32),
+               "split": np.array([0, groups, c // groups, 9, 9], np.int64),
+               "join": np.array([0, c, 9, 9], np.int64)}
+    nodes = [node("Conv", ["x", "w1"], ["a"], group=groups), node("Relu", ["a"], ["r"]),
+             node("Reshape", ["r", "split"], ["s"]), node("Transpose", ["s"], ["t"], perm=[0, 2, 1, 3, 4]),
+             node("Reshape", ["t", "join"], ["u"]),
+             node("Conv", ["u", "w2", "b2"], ["y"], group=c, pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(v, k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    prepared = onnx_backend.prepare(model)
+    import json
+
+    # one gather, no transpose, and layout casts of the input and the result only (not around the shuffle)
+    plan = json.dumps(sdc.compile(model).artifact.plan)
+    assert plan.count('"gather"') == 1 and '"transpose"' not in plan and plan.count("layout_cast") <= 2
+    for batch in (1, 3):
+        x = rng.standard_normal((batch, c, 9, 9)).astype(np.float32)
+        (got,), (want,) = prepared.run([x]), session.run(None, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -75,6 +75,48 @@ func.func @reshape_to_same_dynamic_type(%x: tensor<?x6xf32>) -> tensor<?x6xf32> 
   return %0 : tensor<?x6xf32>
 }
 
+// A channel shuffle: dim 1 split in [2, 3], the halves swapped, joined again. Position j = i_b * 2 + i_a
+// reads i_a * 3 + i_b, so the gather's indices are [0, 3, 1, 4, 2, 5] (fold=false keeps the pattern:
+// it folds no constant, it makes one).
+// CHECK-LABEL: func.func @block_transpose_gather
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<?x6x5x5xf32>)
+// CHECK-NEXT: %[[I:.*]] = "sdc.constant"() {value = dense<[0, 3, 1, 4, 2, 5]> : tensor<6xi64>}
+// CHECK-NEXT: %[[G:.*]] = "sdc.gather"(%[[X]], %[[I]]) {axis = 1 : i64} : (tensor<?x6x5x5xf32>, tensor<6xi64>) -> tensor<?x6x5x5xf32>
+// CHECK-NEXT: return %[[G]]
+// NOFOLD-LABEL: func.func @block_transpose_gather
+// NOFOLD: "sdc.gather"
+// NOFOLD-NEXT: return
+func.func @block_transpose_gather(%x: tensor<?x6x5x5xf32>) -> tensor<?x6x5x5xf32> {
+  %0 = "sdc.reshape"(%x) {shape = ["N", 2, 3, 5, 5]} : (tensor<?x6x5x5xf32>) -> tensor<?x2x3x5x5xf32>
+  %1 = "sdc.transpose"(%0) {perm = array<i64: 0, 2, 1, 3, 4>} : (tensor<?x2x3x5x5xf32>) -> tensor<?x3x2x5x5xf32>
+  %2 = "sdc.reshape"(%1) {shape = ["N", 6, 5, 5]} : (tensor<?x3x2x5x5xf32>) -> tensor<?x6x5x5xf32>
+  return %2 : tensor<?x6x5x5xf32>
+}
+
+// The transpose swaps a split part with a dim that was not split: a true transpose, which stays.
+// CHECK-LABEL: func.func @block_transpose_of_other_dims
+// CHECK: "sdc.transpose"
+// CHECK-NOT: "sdc.gather"
+// CHECK: return
+func.func @block_transpose_of_other_dims(%x: tensor<2x6x5xf32>) -> tensor<2x6x5xf32> {
+  %0 = "sdc.reshape"(%x) {shape = [2, 2, 3, 5]} : (tensor<2x6x5xf32>) -> tensor<2x2x3x5xf32>
+  %1 = "sdc.transpose"(%0) {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x2x3x5xf32>) -> tensor<2x2x5x3xf32>
+  %2 = "sdc.reshape"(%1) {shape = [2, 6, 5]} : (tensor<2x2x5x3xf32>) -> tensor<2x6x5xf32>
+  return %2 : tensor<2x6x5xf32>
+}
+
+// The split result has a second use: the three ops stay (the gather would not remove them).
+// CHECK-LABEL: func.func @block_transpose_shared_split
+// CHECK: "sdc.transpose"
+// CHECK-NOT: "sdc.gather"
+// CHECK: return
+func.func @block_transpose_shared_split(%x: tensor<6x4xf32>) -> (tensor<6x4xf32>, tensor<2x3x4xf32>) {
+  %0 = "sdc.reshape"(%x) {shape = [2, 3, 4]} : (tensor<6x4xf32>) -> tensor<2x3x4xf32>
+  %1 = "sdc.transpose"(%0) {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  %2 = "sdc.reshape"(%1) {shape = [6, 4]} : (tensor<3x2x4xf32>) -> tensor<6x4xf32>
+  return %2, %0 : tensor<6x4xf32>, tensor<2x3x4xf32>
+}
+
 // perm [1, 0, 2] then [2, 1, 0] is the single perm [2, 0, 1].
 // CHECK-LABEL: func.func @transpose_of_transpose
 // CHECK-SAME: (%[[X:[^:]+]]: tensor<2x3x4xf32>)
