@@ -17,7 +17,11 @@ Engines: onnxruntime (CPUExecutionProvider), sdc (`sdc.compile`, target cpu) and
 (`iree-import-onnx` on a copy converted to opset 17 by onnx.version_converter, then `iree-compile`
 with `IREE_FLAGS`, run on the `local-task` driver). Each engine and model runs in its own worker
 process (its peak memory is its own), all with `--threads` threads, OMP_WAIT_POLICY=PASSIVE set before
-torch loads (spin-waiting OpenMP threads steal the cores from the others). After loading and two
+torch loads (spin-waiting OpenMP threads steal the cores from the others), except sdc's worker: its
+OpenMP threads spin `--sdc-spin` iterations (GOMP_SPINCOUNT, default 30000: some tens of microseconds)
+before they sleep, as onnxruntime's pool threads spin after each op, and its thread gate
+(sdc/runtime/gate.py) sets its limits for that. With the other workers stopped while one is timed
+(below), the spin takes no core from another engine. After loading and two
 warm-up calls, the runs interleave: one call of each engine in turn, `--runs` rounds, so load changes on a
 shared machine hit every engine alike; the table reports medians. While one engine is timed, the other
 workers are stopped (SIGSTOP, and SIGCONT before their own turn): onnxruntime's pool threads spin-wait
@@ -58,6 +62,7 @@ IREE_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-
 IREE_OPSET = 17  # the lowest opset IREE's ONNX importer takes
 ROOT = Path(__file__).resolve().parent.parent
 WARMUP = 2
+SDC_SPIN = 30000  # sdc's worker: GOMP_SPINCOUNT, OMP_WAIT_POLICY unset (engine_env)
 
 
 # ---------------------------------------------------------------- the models
@@ -323,14 +328,26 @@ class Worker:
             os.kill(self.proc.pid, signal.SIGCONT)
 
 
-def measure(model: Model, engines: list[str], runs: int, threads: int, cache: Path) -> dict[str, dict]:
+def engine_env(engine: str, sdc_spin: int) -> dict[str, str]:
+    """The environment of an engine's worker: this process's (OMP_WAIT_POLICY=PASSIVE, module
+    docstring), except sdc's with `sdc_spin` > 0: the policy unset and GOMP_SPINCOUNT=`sdc_spin`, so
+    torch's OpenMP threads spin that long before they sleep (sdc/runtime/gate.py measures both)."""
+    env = dict(os.environ)
+    if engine == "sdc" and sdc_spin > 0:
+        env.pop("OMP_WAIT_POLICY", None)
+        env["GOMP_SPINCOUNT"] = str(sdc_spin)
+    return env
+
+
+def measure(model: Model, engines: list[str], runs: int, threads: int, cache: Path,
+            sdc_spin: int = 0) -> dict[str, dict]:
     """Each engine's result on `model`: median_ms, prepare_s, peak_mb, or an error."""
     workers = [Worker(e) for e in engines]
     for w in workers:  # loaded one after the other, so their compiles do not compete
         w.stderr = tempfile.TemporaryFile()
         w.proc = subprocess.Popen([sys.executable, __file__, "--worker", w.engine, str(model.path), str(model.feeds),
                                    str(threads), str(cache)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=w.stderr, text=True)
+                                  stderr=w.stderr, text=True, env=engine_env(w.engine, sdc_spin))
         w.result = w.read()
         if "error" in w.result:
             w.proc.kill()
@@ -405,12 +422,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "sdc-bench"),
                         help="where IREE's compiled modules are kept between runs")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--sdc-spin", type=int, default=SDC_SPIN,
+                        help=f"GOMP_SPINCOUNT of sdc's worker, with OMP_WAIT_POLICY unset there (default {SDC_SPIN}; "
+                             "0: PASSIVE, as the other engines)")
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     engines = [e for e in args.engines.split(",") if e]
     unknown = [n for n in names if n not in MODELS and n not in EXPORTED] + [e for e in engines if e not in ENGINES]
-    if unknown or args.runs < 1 or args.threads < 1:
-        parser.error(f"unknown model or engine {unknown}" if unknown else "--runs and --threads must be >= 1")
+    if unknown or args.runs < 1 or args.threads < 1 or args.sdc_spin < 0:
+        parser.error(f"unknown model or engine {unknown}" if unknown
+                     else "--runs and --threads must be >= 1, --sdc-spin >= 0")
     before = _load_average()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = []
@@ -419,17 +440,18 @@ def main(argv: list[str] | None = None) -> int:
         models = light_models([n for n in names if n in MODELS], work)
         models += exported_models([n for n in names if n in EXPORTED], work)
         for model in models:
-            res = measure(model, engines, args.runs, args.threads, Path(args.cache))
+            res = measure(model, engines, args.runs, args.threads, Path(args.cache), args.sdc_spin)
             rows.append((model.name, res))
             print(f"{model.name}: " + "  ".join(f"{e} {json.dumps(r)}" for e, r in res.items()), flush=True)
     after = _load_average()
     if args.json:
         Path(args.json).write_text(json.dumps({"started": started, "threads": args.threads, "runs": args.runs,
+                                               "sdc_spin": args.sdc_spin,
                                                "load_before": before, "load_after": after,
                                                "results": dict(rows)}, indent=1))
     print()
     print(f"CPU ({os.cpu_count()} cores), {args.threads} threads per engine, median of {args.runs} interleaved runs, "
-          f"{started}; load average (1, 5, 15 min) before: {before}, after: {after}")
+          f"{started}; sdc's OpenMP {'spin ' + str(args.sdc_spin) if args.sdc_spin else 'PASSIVE'}; load average (1, 5, 15 min) before: {before}, after: {after}")
     for line in table(rows, engines):
         print(line)
     return 0

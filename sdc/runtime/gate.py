@@ -23,16 +23,38 @@ Measured on this project's 2-core Xeon VM, 2 threads, PASSIVE, each process alon
   Inception-v1 32.7 -> 26.8 ms, DenseNet-121 71.6 -> 57.4, Inception-v2 38.2 -> 34.2, SqueezeNet 9.7
   -> 8.1, ShuffleNet 14.5 -> 11.5; ResNet-50 43.1 -> 44.2 and ZFNet-512 27.2 -> 29.5 (they have few
   such ops between large convolutions).
+
+How the threads wait decides how much a second thread's wake-up costs, so the convolution and other-op
+limits depend on it (`threads_sleep`, read once when this module loads, as OpenMP reads it when torch
+loads). Sleeping threads (`OMP_WAIT_POLICY=PASSIVE`, or `GOMP_SPINCOUNT=0`): the limits above. Threads
+that spin a while before they sleep (the policy unset, as the bench runs sdc: `GOMP_SPINCOUNT=30000`)
+wake within microseconds, and small ops gain from the second thread too: convolutions of up to 1M
+multiply-adds and other ops of up to 64K elements on one thread. Measured in one process, sdc and
+onnxruntime (its spinning off) alternating, 2 threads, medians of 15 calls (2026-12-03), PASSIVE with
+16M/4M against a 30000 spin with 1M/64K: SqueezeNet 10.3 -> 6.6 ms (onnxruntime 6.0), ResNet-50 47.6
+-> 40.8 (32.9), DenseNet-121 66.7 -> 47.9 (46.2), ShuffleNet 10.7 -> 9.5 (6.0), Inception-v1 32.9 ->
+24.6 (27.5), Inception-v2 35.4 -> 26.1 (20.0); BERT 0.33 -> 0.31 ms (0.30). With the spin, a 4M
+convolution limit cost ShuffleNet 6% and SqueezeNet 10%.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
+
+def threads_sleep(env=os.environ) -> bool:
+    """Whether torch's OpenMP threads sleep as soon as they are idle: `OMP_WAIT_POLICY=PASSIVE` or a
+    `GOMP_SPINCOUNT` of 0 (libgomp's settings; a spin count without the policy spins that long)."""
+    return env.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE" or env.get("GOMP_SPINCOUNT", "").strip() == "0"
+
+
+SLEEPING = threads_sleep()
 SERIAL_MACS = 1 << 20  # multiply-adds of the largest matmul on one thread
 SERIAL_ELEMENTS = 1 << 16  # ... and elements of its result
-SERIAL_CONV_MACS = 1 << 24  # multiply-adds of the largest convolution on one thread
-SERIAL_OP_ELEMENTS = 1 << 22  # any other op (elementwise, pooling, normalization, copies): its largest operand
+SERIAL_CONV_MACS = 1 << 24 if SLEEPING else 1 << 20  # multiply-adds of the largest convolution on one thread
+# any other op (elementwise, pooling, normalization, copies): its largest operand
+SERIAL_OP_ELEMENTS = 1 << 22 if SLEEPING else 1 << 16
 
 
 def conv_macs(input_shape: Sequence[int], weight_shape: Sequence[int], strides: Sequence[int] | None) -> int:

@@ -302,3 +302,26 @@ def test_packed_for_the_thread_count_the_gate_runs_it_with(monkeypatch):
     finally:
         monkeypatch.undo()
         torch.set_num_threads(before)
+
+
+def test_gate_limits_follow_how_the_threads_wait(monkeypatch):
+    """Sleeping OpenMP threads (PASSIVE, or a spin count of 0) wake slowly: larger ops stay on one
+    thread than with threads that spin before they sleep."""
+    import importlib
+
+    from sdc.runtime import gate
+
+    assert gate.threads_sleep({"OMP_WAIT_POLICY": " passive"}) and gate.threads_sleep({"GOMP_SPINCOUNT": "0"})
+    assert not gate.threads_sleep({}) and not gate.threads_sleep({"GOMP_SPINCOUNT": "30000"})
+    assert not gate.threads_sleep({"OMP_WAIT_POLICY": "ACTIVE"})
+    limits = {}
+    try:
+        for policy in ("PASSIVE", ""):
+            monkeypatch.setenv("OMP_WAIT_POLICY", policy)
+            monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+            reloaded = importlib.reload(gate)
+            limits[policy] = (reloaded.SLEEPING, reloaded.SERIAL_CONV_MACS, reloaded.SERIAL_OP_ELEMENTS)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(gate)
+    assert limits["PASSIVE"] == (True, 1 << 24, 1 << 22) and limits[""] == (False, 1 << 20, 1 << 16)
