@@ -21,7 +21,7 @@ import math
 
 from dataclasses import dataclass
 
-import torch
+import numpy as np
 
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
@@ -165,8 +165,8 @@ def block_transpose_gather(op, rewriter) -> bool:
     if list(parts[:k]) != list(x[:k]) or list(parts[k + 2:]) != list(x[k + 1:]):
         return False
     with rewriter.ip:
-        indices = create("constant", [], {"value": DenseValue(
-            torch.tensor(block_transpose_indices(a, b), dtype=torch.int64), "i64")}, loc=op.location)
+        indices = create("constant", [], {"value": DenseValue.from_numpy(
+            np.array(block_transpose_indices(a, b), dtype=np.int64))}, loc=op.location)
     _replace_with(rewriter, op, "gather", [split.operands[0], indices.results[0]], {"axis": k})
     return True
 
