@@ -162,7 +162,11 @@ def block_transpose_gather(op, rewriter) -> bool:
     a, b = parts[k], parts[k + 1]
     if not (is_static(a) and is_static(b) and is_static(x[k])) or a * b != x[k] or a * b > BLOCK_TRANSPOSE_LIMIT:
         return False
-    if list(parts[:k]) != list(x[:k]) or list(parts[k + 2:]) != list(x[k + 1:]):
+    others = [*zip(parts[:k], x[:k]), *zip(parts[k + 2:], x[k + 1:])]
+    if any(is_static(p) != is_static(d) or (is_static(p) and p != d) for p, d in others):
+        return False
+    # the element count fixes one dynamic dim; two could trade a factor ([B, 6, T] as [2B, 2, 3, T/2])
+    if sum(not is_static(d) for _, d in others) > 1:
         return False
     with rewriter.ip:
         indices = create("constant", [], {"value": DenseValue.from_numpy(

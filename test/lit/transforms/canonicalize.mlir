@@ -105,6 +105,18 @@ func.func @block_transpose_of_other_dims(%x: tensor<2x6x5xf32>) -> tensor<2x6x5x
   return %2 : tensor<2x6x5xf32>
 }
 
+// Two dynamic dims besides the split one: the reshapes could trade a factor between them, so it stays.
+// CHECK-LABEL: func.func @block_transpose_two_dynamic_dims
+// CHECK: "sdc.transpose"
+// CHECK-NOT: "sdc.gather"
+// CHECK: return
+func.func @block_transpose_two_dynamic_dims(%x: tensor<?x6x?xf32>) -> tensor<?x6x?xf32> {
+  %0 = "sdc.reshape"(%x) {shape = ["B", 2, 3, "T"]} : (tensor<?x6x?xf32>) -> tensor<?x2x3x?xf32>
+  %1 = "sdc.transpose"(%0) {perm = array<i64: 0, 2, 1, 3>} : (tensor<?x2x3x?xf32>) -> tensor<?x3x2x?xf32>
+  %2 = "sdc.reshape"(%1) {shape = ["B", 6, "T"]} : (tensor<?x3x2x?xf32>) -> tensor<?x6x?xf32>
+  return %2 : tensor<?x6x?xf32>
+}
+
 // The split result has a second use: the three ops stay (the gather would not remove them).
 // CHECK-LABEL: func.func @block_transpose_shared_split
 // CHECK: "sdc.transpose"
