@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import os
 
-# Before anything imports torch (here, in the exporters, or in a worker): see the module docstring.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Before anything imports torch (here, in the exporters, or in a worker): see the module docstring. A
+# worker given a spin count (sdc's, `engine_env`) spins instead.
+if "GOMP_SPINCOUNT" not in os.environ:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import hashlib
