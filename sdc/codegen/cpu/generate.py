@@ -94,9 +94,10 @@ def c_kernel(renderer, ops: Sequence[Mapping], inputs: Sequence[str], outputs: S
     why = renderer.why_not(program)
     if why is not None:
         raise LoweringError(why)
-    program, physical = physical_order(program, layouts or {})
+    layouts = layouts or {}
+    program, physical = physical_order(program, layouts)
     laid_out = [t.value for t in (*program.args, *(r for r, _ in program.results))
-                if (layouts or {}).get(t.value) and t.value not in physical]
+                if layouts.get(t.value) and t.value not in physical]
     if laid_out and any(n.op == "gather" for n in program.nodes):
         # the launcher would copy such a value to row-major and the kernel write its result row-major:
         # torch's copy in the value's own order is the faster one (a channel shuffle in NHWC)
