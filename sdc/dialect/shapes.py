@@ -47,6 +47,13 @@ DYN = _Dynamic()
 Dim = Union[int, _Dynamic]
 
 
+def block_transpose_indices(a: int, b: int) -> list[int]:
+    """The source index of each position of a dim of a*b split into [a, b], transposed and joined (a
+    channel shuffle): position j = i_b * a + i_a reads i_a * b + i_b. sdc-canonicalize writes a
+    shuffle as a gather by these; the CPU executor recognizes them."""
+    return [(j % a) * b + j // a for j in range(a * b)]
+
+
 def is_static(d) -> bool:
     return isinstance(d, int)
 

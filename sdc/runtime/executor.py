@@ -36,7 +36,7 @@ from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import RefEnv, get_op
 from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect import symexpr
-from sdc.dialect.shapes import DYN, TensorSpec, broadcast_shapes
+from sdc.dialect.shapes import DYN, TensorSpec, block_transpose_indices, broadcast_shapes
 from sdc.runtime import gate, plan_schema as S
 from sdc.runtime.format import decode_value
 from sdc.runtime.profile import Profiler, StepInfo
@@ -879,7 +879,7 @@ def _gather_at(axis: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor
 
 def _block_transpose(indices: torch.Tensor | None, size: int) -> tuple[int, int] | None:
     """(a, b) where `indices` (a weight) is the permutation of a dim of `size` = a*b split into [a, b],
-    transposed and joined (`canonicalize.block_transpose_indices`: a channel shuffle), else None."""
+    transposed and joined (`shapes.block_transpose_indices`: a channel shuffle), else None."""
     if (indices is None or indices.dim() != 1 or indices.dtype != torch.int64 or size == DYN
             or indices.numel() != size or size < 4 or indices.device.type != "cpu"):
         return None
@@ -887,8 +887,7 @@ def _block_transpose(indices: torch.Tensor | None, size: int) -> tuple[int, int]
     if b < 2 or size % b or size // b < 2:
         return None
     a = size // b
-    j = torch.arange(size)
-    return (a, b) if torch.equal(indices, (j % a) * b + j // a) else None
+    return (a, b) if torch.equal(indices, torch.tensor(block_transpose_indices(a, b))) else None
 
 
 def _block_transpose_at(axis: int, a: int, b: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:

@@ -29,7 +29,7 @@ from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
 from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS, RefEnv
-from sdc.dialect.shapes import is_static
+from sdc.dialect.shapes import block_transpose_indices, is_static
 from sdc.mlir import ir, rewrite
 from sdc.transforms.attention_pattern import unflatten_batch_matmul
 from sdc.transforms.base import ModulePass, pattern_set
@@ -135,12 +135,6 @@ BLOCK_TRANSPOSE_LIMIT = 1 << 16
 def _single_use(value: ir.Value) -> bool:
     uses = iter(value.uses)
     return next(uses, None) is not None and next(uses, None) is None
-
-
-def block_transpose_indices(a: int, b: int) -> list[int]:
-    """The source index of each position of a dim of a*b split into [a, b], transposed and joined:
-    position j = i_b * a + i_a reads i_a * b + i_b."""
-    return [(j % a) * b + j // a for j in range(a * b)]
 
 
 def block_transpose_gather(op, rewriter) -> bool:

@@ -209,7 +209,7 @@ def test_channel_shuffle_gather_keeps_the_memory_order(a: int, b: int, gen) -> N
     """A gather by a block-transpose permutation (what sdc-canonicalize makes of ShuffleNet's channel
     shuffle) runs as one copy in the operand's memory order: equal to the reference's indexing, with a
     channels-last result for a channels-last operand."""
-    from sdc.transforms.canonicalize import block_transpose_indices
+    from sdc.dialect.shapes import block_transpose_indices
 
     op = get_op("gather")
     attrs = op.with_defaults({"axis": 1})
