@@ -37,7 +37,7 @@ from sdc.dialect.opdef import RefEnv, get_op
 from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect import symexpr
 from sdc.dialect.shapes import DYN, TensorSpec, block_transpose_indices, broadcast_shapes
-from sdc.runtime import gate, plan_schema as S
+from sdc.runtime import c_conv, gate, plan_schema as S
 from sdc.runtime.format import decode_value
 from sdc.runtime.profile import Profiler, StepInfo
 from sdc.runtime.arena import Arena, arena_enabled, into
@@ -898,6 +898,9 @@ def _block_transpose_at(axis: int, a: int, b: int) -> Callable[[torch.Tensor, to
     def run(data: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         if data.dim() == 4 and axis == 1 and data.is_contiguous(memory_format=torch.channels_last) \
                 and not data.is_contiguous():
+            shuffled = c_conv.block_transpose(data, a, b)  # one pass of small transposes, 2-3x torch's copy
+            if shuffled is not None:
+                return shuffled
             lying = data.permute(0, 2, 3, 1)
             return lying.unflatten(3, (a, b)).transpose(3, 4).reshape(lying.shape).permute(0, 3, 1, 2)
         return data.unflatten(axis, (a, b)).transpose(axis, axis + 1).reshape(data.shape)

@@ -1,0 +1,334 @@
+/* sdc's hand-written CPU convolutions over channels-last (NHWC) float32 tensors.
+ *
+ * The runtime compiles this file once per host (sdc/runtime/c_conv.py, through the cache of
+ * c_launcher.build_library) and calls it for the convolutions oneDNN runs far from the machine's
+ * peak: grouped ones (ShuffleNet's 1x1 convolutions of 4 groups) and depthwise ones (MobileNet's).
+ * Each function is single-threaded, allocates only a zeroed row it frees, and returns 0 (1 when that
+ * row could not be allocated: the caller then runs oneDNN).
+ *
+ * Tensors (dense, in these dim orders):
+ *   x    [N][H][W][G*CI]             the input as it lies in channels-last memory
+ *   y    [N][OH][OW][G*CO]           the result, same order
+ *   res  [N][OH][OW][G*CO] or NULL   added to the result (a residual add merged into the convolution)
+ *   bias [G*CO] or NULL
+ * grouped:   w [G][KH][KW][CI][COP]  COP = CO rounded up to whole vectors, zeros past CO
+ * depthwise: w [KH][KW][C]           (CI = CO = 1, G = C)
+ *
+ * `q` holds the sizes: N H W G CI CO COP KH KW SH SW PT PL DH DW OH OW (the input's, the groups and
+ * channels per group, the kernel, strides, the top and left pads, dilations, the result's). A tap
+ * that falls on the padding reads a row of zeros. `act` is the unary op applied last:
+ * [kind, lo, hi, alpha, beta] with kind 0 none, 1 relu, 2 clip to [lo, hi], 3 hard_swish,
+ * 4 hard_sigmoid (clip(alpha * v + beta, 0, 1)). NaN stays NaN through each, as in torch.
+ *
+ * Sums run over the taps then the input channels, in float, one fused multiply-add each where the
+ * target has them (-march=native).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX512F__) || defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+/* `acc += x * w` as one fused multiply-add: ISO C modes (-std=c11) leave contraction off */
+#pragma GCC optimize("fp-contract=fast")
+
+#if defined(__AVX512F__)
+#define LANES 16
+#define MAX_VECTORS 4 /* 6 x 4 accumulators of the 32 vector registers */
+#else
+#define LANES 8
+#define MAX_VECTORS 2 /* 6 x 2 of the 16 */
+#endif
+#define ROWS 6 /* output pixels per tile of a grouped convolution */
+#define DW_PIXELS 8 /* output pixels per tile of a depthwise convolution */
+
+typedef float vf __attribute__((vector_size(LANES * 4)));
+typedef int32_t vi __attribute__((vector_size(LANES * 4)));
+
+static inline vf ld(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void st(float *p, vf v) { memcpy(p, &v, sizeof v); }
+static inline vf splat(float s) {
+  vf v;
+  for (int i = 0; i < LANES; ++i) v[i] = s;
+  return v;
+}
+static inline vf pick(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); } /* m ? a : b */
+
+enum { ACT_NONE = 0, ACT_RELU = 1, ACT_CLIP = 2, ACT_HARD_SWISH = 3, ACT_HARD_SIGMOID = 4 };
+
+typedef struct { int kind; float lo, hi, alpha, beta; } act_t;
+
+static inline act_t read_act(const float *a) {
+  act_t out = {(int)a[0], a[1], a[2], a[3], a[4]};
+  return out;
+}
+
+static inline vf clamp(vf v, float lo, float hi) {
+  v = pick(v < splat(lo), splat(lo), v);
+  return pick(v > splat(hi), splat(hi), v);
+}
+
+static inline vf activate(vf v, const act_t *a) {
+  switch (a->kind) {
+  case ACT_RELU: return pick(v < splat(0.0f), splat(0.0f), v);
+  case ACT_CLIP: return clamp(v, a->lo, a->hi);
+  case ACT_HARD_SWISH: return v * clamp(v + 3.0f, 0.0f, 6.0f) / 6.0f;
+  case ACT_HARD_SIGMOID: return clamp(v * a->alpha + a->beta, 0.0f, 1.0f);
+  default: return v;
+  }
+}
+
+/* The first `n` < LANES lanes of a vector at p (the rest read as zero), and stored at p. */
+static inline vf ld_n(const float *p, int64_t n) {
+#if defined(__AVX512F__)
+  return (vf)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+#elif defined(__AVX__)
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return (vf)_mm256_maskload_ps(p, mask);
+#else
+  vf v = splat(0.0f);
+  for (int64_t i = 0; i < n; ++i) v[i] = p[i];
+  return v;
+#endif
+}
+
+static inline void st_n(float *p, vf v, int64_t n) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v);
+#elif defined(__AVX__)
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  _mm256_maskstore_ps(p, mask, (__m256)v);
+#else
+  for (int64_t i = 0; i < n; ++i) p[i] = v[i];
+#endif
+}
+
+/* One result vector of `n` channels (all LANES where n >= LANES): + bias, + res, the unary op, stored. */
+static inline void finish(vf v, float *y, const float *bias, const float *res, int64_t n, const act_t *a) {
+  if (n >= LANES) {
+    if (bias) v += ld(bias);
+    if (res) v += ld(res);
+    st(y, activate(v, a));
+    return;
+  }
+  if (bias) v += ld_n(bias, n);
+  if (res) v += ld_n(res, n);
+  st_n(y, activate(v, a), n);
+}
+
+/* ---------------------------------------------------------------- grouped convolution */
+
+/* A tile of ROWS output pixels x V vectors of output channels of one group: for each tap t and input
+ * channel c, acc[r][v] += x_t,r[c] * w_t[c][v]. `xs[t * ROWS + r]` is row r's input pixel at tap t
+ * (the group's first channel, or the zero row), `ws[t]` the tap's weights at the tile's first
+ * column; `ys[r]` row r's result (the group's column), NULL past the image's edge. */
+#define DEFINE_TILE(V)                                                                                  \
+  static void tile_##V(const float *const *xs, const float *const *ws, int64_t taps, int64_t ci,     \
+                       int64_t cop, float *const *ys, const float *const *rs, const float *bias,      \
+                       int64_t cols, const act_t *a) {                                                 \
+    vf acc[ROWS][V];                                                                                   \
+    _Pragma("GCC unroll 8") for (int r = 0; r < ROWS; ++r)                                             \
+      _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v) acc[r][v] = splat(0.0f);                    \
+    for (int64_t t = 0; t < taps; ++t) {                                                               \
+      const float *x0 = xs[t * ROWS + 0], *x1 = xs[t * ROWS + 1], *x2 = xs[t * ROWS + 2];              \
+      const float *x3 = xs[t * ROWS + 3], *x4 = xs[t * ROWS + 4], *x5 = xs[t * ROWS + 5];              \
+      const float *w = ws[t];                                                                          \
+      for (int64_t c = 0; c < ci; ++c, w += cop) {                                                     \
+        vf wv[V];                                                                                      \
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v) wv[v] = ld(w + v * LANES);                \
+        const vf b0 = splat(x0[c]), b1 = splat(x1[c]), b2 = splat(x2[c]);                              \
+        const vf b3 = splat(x3[c]), b4 = splat(x4[c]), b5 = splat(x5[c]);                              \
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v) {                                          \
+          acc[0][v] += b0 * wv[v]; acc[1][v] += b1 * wv[v]; acc[2][v] += b2 * wv[v];                   \
+          acc[3][v] += b3 * wv[v]; acc[4][v] += b4 * wv[v]; acc[5][v] += b5 * wv[v];                   \
+        }                                                                                              \
+      }                                                                                                \
+    }                                                                                                  \
+    _Pragma("GCC unroll 8") for (int r = 0; r < ROWS; ++r) {                                           \
+      if (!ys[r]) continue;                                                                            \
+      _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v) {                                            \
+        const int64_t col = (int64_t)v * LANES;                                                        \
+        if (col >= cols) break;                                                                        \
+        finish(acc[r][v], ys[r] + col, bias ? bias + col : NULL, rs[r] ? rs[r] + col : NULL,           \
+               cols - col, a);                                                                         \
+      }                                                                                                \
+    }                                                                                                  \
+  }
+
+DEFINE_TILE(1)
+DEFINE_TILE(2)
+#if MAX_VECTORS >= 4
+DEFINE_TILE(3)
+DEFINE_TILE(4)
+#endif
+
+typedef void (*tile_fn)(const float *const *, const float *const *, int64_t, int64_t, int64_t, float *const *,
+                        const float *const *, const float *, int64_t, const act_t *);
+
+int sdc_conv_grouped_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
+                         const int64_t *q, const float *act) {
+  const int64_t N = q[0], H = q[1], W = q[2], G = q[3], CI = q[4], CO = q[5], COP = q[6], KH = q[7], KW = q[8];
+  const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
+  const int64_t cin = G * CI, cout = G * CO;
+  const act_t a = read_act(act);
+#if MAX_VECTORS >= 4
+  static const tile_fn tiles[] = {NULL, tile_1, tile_2, tile_3, tile_4};
+#else
+  static const tile_fn tiles[] = {NULL, tile_1, tile_2};
+#endif
+  float *zeros = calloc((size_t)(CI > 0 ? CI : 1), sizeof(float));
+  const float **xs = malloc(sizeof(float *) * (size_t)(KH * KW * ROWS + 1));
+  const float **ws = malloc(sizeof(float *) * (size_t)(KH * KW + 1));
+  if (!zeros || !xs || !ws) {
+    free(zeros); free(xs); free(ws);
+    return 1;
+  }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow0 = 0; ow0 < OW; ow0 += ROWS) {
+        float *ys[ROWS];
+        const float *rs[ROWS];
+        for (int r = 0; r < ROWS; ++r) {
+          const int64_t off = ((n * OH + oh) * OW + ow0 + r) * cout;
+          ys[r] = ow0 + r < OW ? y + off : NULL;
+          rs[r] = ow0 + r < OW && res ? res + off : NULL;
+        }
+        for (int64_t g = 0; g < G; ++g) {
+          int64_t taps = 0;
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const int64_t ih = oh * SH - PT + kh * DH;
+            if (ih < 0 || ih >= H) continue; /* every row reads zeros there */
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              for (int r = 0; r < ROWS; ++r) {
+                const int64_t iw = (ow0 + r) * SW - PL + kw * DW;
+                xs[taps * ROWS + r] = (ow0 + r < OW && iw >= 0 && iw < W)
+                                          ? x + ((n * H + ih) * W + iw) * cin + g * CI : zeros;
+              }
+              ws[taps++] = w + ((g * KH + kh) * KW + kw) * CI * COP;
+            }
+          }
+          float *yg[ROWS];
+          const float *rg[ROWS];
+          for (int64_t c0 = 0; c0 < CO; c0 += MAX_VECTORS * LANES) {
+            const int64_t cols = CO - c0 < MAX_VECTORS * LANES ? CO - c0 : MAX_VECTORS * LANES;
+            for (int r = 0; r < ROWS; ++r) {
+              yg[r] = ys[r] ? ys[r] + g * CO + c0 : NULL;
+              rg[r] = rs[r] ? rs[r] + g * CO + c0 : NULL;
+            }
+            const float *wc[KH * KW + 1];
+            for (int64_t t = 0; t < taps; ++t) wc[t] = ws[t] + c0;
+            tiles[(cols + LANES - 1) / LANES](xs, wc, taps, CI, COP, yg, rg, bias ? bias + g * CO + c0 : NULL, cols, &a);
+          }
+        }
+      }
+  free(zeros); free(xs); free(ws);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- depthwise convolution */
+
+/* DW_PIXELS output pixels of one row x V vectors of channels from c, in runs of DW_PIXELS / V pixels
+ * (8 accumulators at a time, enough to keep both FMA units busy): per tap, one load of the weights
+ * serves the run. `xs[t * DW_PIXELS + p]` is pixel p's input at tap t (its first channel, or the
+ * zero row), `ws[t]` the tap's weights. */
+#define DEFINE_DW_TILE(V)                                                                               \
+  static void dw_tile_##V(const float *const *xs, const float *const *ws, int64_t taps, int64_t c,    \
+                          float *const *ys, const float *const *rs, const float *bias, int64_t cols,   \
+                          const act_t *a) {                                                            \
+    enum { RUN = DW_PIXELS / V };                                                                      \
+    for (int p0 = 0; p0 < DW_PIXELS; p0 += RUN) {                                                      \
+      vf acc[RUN][V];                                                                                  \
+      _Pragma("GCC unroll 8") for (int p = 0; p < RUN; ++p)                                            \
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v) acc[p][v] = splat(0.0f);                  \
+      for (int64_t t = 0; t < taps; ++t) {                                                             \
+        vf wv[V];                                                                                      \
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v) wv[v] = ld(ws[t] + c + v * LANES);        \
+        _Pragma("GCC unroll 8") for (int p = 0; p < RUN; ++p) {                                        \
+          const float *xp = xs[t * DW_PIXELS + p0 + p] + c;                                            \
+          _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v) acc[p][v] += ld(xp + v * LANES) * wv[v];\
+        }                                                                                              \
+      }                                                                                                \
+      _Pragma("GCC unroll 8") for (int p = 0; p < RUN; ++p) {                                          \
+        if (!ys[p0 + p]) continue;                                                                     \
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v) {                                          \
+          const int64_t col = c + (int64_t)v * LANES;                                                  \
+          finish(acc[p][v], ys[p0 + p] + col, bias ? bias + col : NULL,                                \
+                 rs[p0 + p] ? rs[p0 + p] + col : NULL, cols - col, a);                                 \
+        }                                                                                              \
+      }                                                                                                \
+    }                                                                                                  \
+  }
+
+DEFINE_DW_TILE(1)
+DEFINE_DW_TILE(2)
+DEFINE_DW_TILE(4)
+
+int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
+                           const int64_t *q, const float *act) {
+  const int64_t N = q[0], H = q[1], W = q[2], C = q[3], KH = q[7], KW = q[8];
+  const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
+  const act_t a = read_act(act);
+  const int64_t full = C / LANES * LANES; /* channels in whole vectors; the rest one at a time */
+  float *zeros = calloc((size_t)(C > 0 ? C : 1), sizeof(float));
+  const float **xs = malloc(sizeof(float *) * (size_t)(KH * KW * DW_PIXELS + 1));
+  const float **ws = malloc(sizeof(float *) * (size_t)(KH * KW + 1));
+  if (!zeros || !xs || !ws) {
+    free(zeros); free(xs); free(ws);
+    return 1;
+  }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow0 = 0; ow0 < OW; ow0 += DW_PIXELS) {
+        float *ys[DW_PIXELS];
+        const float *rs[DW_PIXELS];
+        for (int p = 0; p < DW_PIXELS; ++p) {
+          const int64_t off = ((n * OH + oh) * OW + ow0 + p) * C;
+          ys[p] = ow0 + p < OW ? y + off : NULL;
+          rs[p] = ow0 + p < OW && res ? res + off : NULL;
+        }
+        int64_t taps = 0;
+        for (int64_t kh = 0; kh < KH; ++kh) {
+          const int64_t ih = oh * SH - PT + kh * DH;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            for (int p = 0; p < DW_PIXELS; ++p) {
+              const int64_t iw = (ow0 + p) * SW - PL + kw * DW;
+              xs[taps * DW_PIXELS + p] = (ow0 + p < OW && iw >= 0 && iw < W) ? x + ((n * H + ih) * W + iw) * C : zeros;
+            }
+            ws[taps++] = w + (kh * KW + kw) * C;
+          }
+        }
+        int64_t c = 0;
+        for (; c + 4 * LANES <= full; c += 4 * LANES) dw_tile_4(xs, ws, taps, c, ys, rs, bias, C, &a);
+        for (; c + 2 * LANES <= full; c += 2 * LANES) dw_tile_2(xs, ws, taps, c, ys, rs, bias, C, &a);
+        for (; c < full; c += LANES) dw_tile_1(xs, ws, taps, c, ys, rs, bias, C, &a);
+        if (c < C) { /* the channels past the last whole vector */
+          const int64_t n_last = C - c;
+          vf acc[DW_PIXELS];
+          for (int p = 0; p < DW_PIXELS; ++p) acc[p] = splat(0.0f);
+          for (int64_t t = 0; t < taps; ++t) {
+            const vf wv = ld_n(ws[t] + c, n_last);
+            for (int p = 0; p < DW_PIXELS; ++p) acc[p] += ld_n(xs[t * DW_PIXELS + p] + c, n_last) * wv;
+          }
+          for (int p = 0; p < DW_PIXELS; ++p)
+            if (ys[p]) finish(acc[p], ys[p] + c, bias ? bias + c : NULL, rs[p] ? rs[p] + c : NULL, n_last, &a);
+        }
+      }
+  free(zeros); free(xs); free(ws);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- channel shuffle */
+
+/* out[p][j][i] = in[p][i][j] for in [P][A][B]: a channel shuffle of channels-last pixels (the channels
+ * split into A groups of B, transposed). */
+int sdc_block_transpose_f32(const float *restrict in, float *restrict out, int64_t P, int64_t A, int64_t B) {
+  for (int64_t p = 0; p < P; ++p) {
+    const float *restrict s = in + p * A * B;
+    float *restrict d = out + p * A * B;
+    for (int64_t i = 0; i < A; ++i)
+      for (int64_t j = 0; j < B; ++j) d[j * A + i] = s[i * B + j];
+  }
+  return 0;
+}

@@ -1,0 +1,170 @@
+"""sdc's own C convolutions over channels-last float32 (sdc/runtime/c_conv.py, c_conv.c): grouped and
+depthwise convolutions with their merged bias, residual add and unary op, and the channel shuffle,
+against an independent float64 torch computation on random inputs; where a call leaves them for oneDNN;
+and that the runtime's convolution kernel (`packed_conv`) and the executor's channel shuffle use them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from sdc.dialect.opdef import get_op
+from sdc.runtime import c_conv, gate
+from sdc.runtime.c_launcher import compiler
+from sdc.runtime.reference_kernels import EPILOGUE, EPILOGUE_ATTRS, packed_conv
+
+try:
+    compiler()
+    HAVE_CC = True
+except Exception:  # noqa: BLE001 - no C compiler on PATH
+    HAVE_CC = False
+
+pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+
+TOLERANCE = dict(rtol=1e-4, atol=1e-4)  # float32 sums in another order than the float64 reference
+CONV = get_op("conv").ref
+
+
+def _reference(x, w, bias, a, other=None, unary=None, unary_attrs=None) -> np.ndarray:
+    """float64 torch: pads applied by hand (asymmetric too), then the convolution, the add, the unary op."""
+    pads = a["pads"]
+    y = F.conv2d(F.pad(x.double(), [pads[1], pads[3], pads[0], pads[2]]), w.double(),
+                 None if bias is None else bias.double(), a["strides"], 0, a["dilations"], a["groups"])
+    if other is not None:
+        y = y + other.double()
+    if unary == "relu":
+        y = torch.relu(y)
+    elif unary == "clip":
+        y = torch.clamp(y, unary_attrs["min"], unary_attrs["max"])
+    elif unary == "hard_swish":
+        y = y * torch.clamp(y + 3, 0, 6) / 6
+    elif unary == "hard_sigmoid":
+        y = torch.clamp(unary_attrs["alpha"] * y + unary_attrs["beta"], 0, 1)
+    elif unary == "sigmoid":
+        y = torch.sigmoid(y)
+    return y.numpy()
+
+
+def _channels_last(*shape) -> torch.Tensor:
+    return torch.randn(*shape).contiguous(memory_format=torch.channels_last)
+
+
+CASES = [  # (input shape, out channels, kernel, strides, pads, dilations, groups)
+    ((1, 136, 28, 28), 136, (1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 4),  # ShuffleNet's grouped 1x1
+    ((2, 24, 9, 13), 112, (1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 4),  # 28 columns a group: a partial vector
+    ((1, 12, 11, 10), 18, (3, 3), [2, 1], [1, 0, 2, 1], [1, 2], 3),  # grouped 3x3, asymmetric pads, dilated
+    ((1, 4, 7, 7), 12, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 4),  # a channel multiplier of 3
+    ((1, 6, 17, 5), 80, (1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 2),  # 40 columns a group
+    ((1, 136, 28, 28), 136, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 136),  # depthwise: 8 vectors and a half
+    ((2, 72, 15, 14), 72, (5, 5), [2, 2], [2, 2, 2, 2], [1, 1], 72),  # MobileNet-v3's 5x5, stride 2
+    ((1, 33, 9, 19), 33, (3, 3), [1, 1], [0, 2, 1, 0], [2, 1], 33),  # 33: one lane past a whole vector
+    ((1, 544, 7, 7), 544, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 544),
+]
+
+
+@pytest.mark.parametrize("xs,out_channels,kernel,strides,pads,dilations,groups", CASES)
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_grouped_and_depthwise_match_float64(xs, out_channels, kernel, strides, pads, dilations, groups, with_bias):
+    a = dict(strides=strides, pads=pads, dilations=dilations, groups=groups)
+    w = torch.randn(out_channels, xs[1] // groups, *kernel) / math.sqrt(xs[1] // groups * kernel[0] * kernel[1])
+    bias = torch.randn(out_channels) if with_bias else None
+    conv = c_conv.prepare(w, a, None, {})
+    assert conv is not None
+    x = _channels_last(*xs)
+    assert conv.fits(x)
+    got = conv(x, bias, None)
+    assert got is not None and got.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a), **TOLERANCE)
+
+
+UNARY = [
+    ("relu", {}),
+    ("clip", {"min": 0.0, "max": 6.0}),
+    ("clip", {"min": -0.5, "max": math.inf}),
+    ("hard_swish", {}),
+    ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5}),
+    ("hard_sigmoid", {"alpha": 1 / 6, "beta": 0.5}),
+]
+
+
+@pytest.mark.parametrize("unary,unary_attrs", UNARY)
+@pytest.mark.parametrize("groups,out_channels", [(4, 40), (40, 40)])
+def test_residual_add_and_unary_op_as_the_result_is_stored(unary, unary_attrs, groups, out_channels):
+    a = dict(strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], groups=groups)
+    w = torch.randn(out_channels, 40 // groups, 3, 3) / 3
+    bias, x, other = torch.randn(out_channels), _channels_last(2, 40, 6, 9), _channels_last(2, out_channels, 6, 9)
+    conv = c_conv.prepare(w, a, unary, unary_attrs)
+    assert conv is not None and conv.applies_unary
+    got = conv(x, bias, other)
+    np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a, other, unary, unary_attrs), **TOLERANCE)
+
+
+def test_nan_stays_nan_through_relu_and_clip():
+    a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=2)
+    w = torch.randn(4, 2, 1, 1)
+    x = _channels_last(1, 4, 3, 3)
+    x[0, :2, 1, 1] = math.nan  # group 0's channels at one pixel: its two results are NaN before the op
+    for unary, attrs in [("relu", {}), ("clip", {"min": 0.0, "max": 6.0})]:
+        got = c_conv.prepare(w, a, unary, attrs)(x, None, None)
+        assert torch.isnan(got[0, :2, 1, 1]).all() and not torch.isnan(got[0, 2:]).any()
+        assert not torch.isnan(got[0, :, 0, 0]).any()
+
+
+def test_which_convolutions_and_calls_it_takes(monkeypatch):
+    a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
+    assert c_conv.prepare(torch.randn(8, 8, 1, 1), a, None, {}) is None  # ungrouped: oneDNN's
+    assert c_conv.prepare(torch.randn(16, 1, 3, 3), {**a, "groups": 16}, None, {}) is None  # narrow depthwise
+    assert c_conv.prepare(torch.randn(8, 4, 1, 1, dtype=torch.float64), {**a, "groups": 2}, None, {}) is None
+    conv = c_conv.prepare(torch.randn(8, 4, 1, 1), {**a, "groups": 2}, "sigmoid", {})
+    assert conv is not None and not conv.applies_unary  # the caller applies it after the kernel
+    assert not conv.fits(torch.randn(1, 8, 4, 4))  # row-major
+    assert not conv.fits(_channels_last(1, 8, 4, 4).double())
+    assert not conv.fits(_channels_last(1, 6, 4, 4))  # not the weight's channels
+    assert not conv.fits(_channels_last(0, 8, 4, 4))
+    assert conv.fits(_channels_last(1, 8, 4, 4))
+    assert conv(_channels_last(1, 8, 4, 4), None, torch.randn(1, 8, 4, 4)) is None  # a row-major addend
+    assert conv(_channels_last(1, 8, 4, 4), torch.randn(7), None) is None  # a bias of other length
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(gate, "SERIAL_C_CONV_MACS", 4 * 4 * 16 - 1)  # one multiply-add more than it takes
+    assert not conv.fits(_channels_last(1, 8, 4, 4))
+    monkeypatch.setenv("SDC_C_KERNELS", "0")
+    assert c_conv.prepare(torch.randn(8, 4, 1, 1), {**a, "groups": 2}, None, {}) is None
+
+
+@pytest.mark.parametrize("unary,unary_attrs,adds", [(None, {}, False), ("relu", {}, True), ("sigmoid", {}, False),
+                                                    ("hard_swish", {}, True)])
+def test_packed_conv_runs_grouped_convolutions_through_the_c_kernel(monkeypatch, unary, unary_attrs, adds):
+    a = dict(strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], groups=4)
+    epilogue = [*(["add"] if adds else []), *([unary] if unary else [])]
+    attrs = {**a, **({EPILOGUE: epilogue} if epilogue else {}),
+             **({EPILOGUE_ATTRS: sorted(unary_attrs.items())} if unary else {})}
+    w, bias = torch.randn(24, 4, 3, 3) / 6, torch.randn(24)
+    calls = []
+    real = c_conv.CConv.__call__
+    monkeypatch.setattr(c_conv.CConv, "__call__", lambda self, *args: calls.append(1) or real(self, *args))
+    kernel = packed_conv(CONV, attrs, w, (1, 16, 10, 10))
+    x, other = _channels_last(1, 16, 10, 10), _channels_last(1, 24, 10, 10)
+    with torch.inference_mode():
+        got = kernel(None, attrs, x, w, bias, *([other] if adds else []))
+    assert calls == [1]
+    want = _reference(x, w, bias, a, other if adds else None, unary, unary_attrs)
+    np.testing.assert_allclose(got.numpy(), want, **TOLERANCE)
+    with torch.inference_mode():  # a row-major input goes to oneDNN, same values
+        got = kernel(None, attrs, x.contiguous(), w, bias, *([other] if adds else []))
+    assert calls == [1]
+    np.testing.assert_allclose(got.numpy(), want, **TOLERANCE)
+
+
+@pytest.mark.parametrize("shape,a", [((1, 112, 5, 7), 4), ((2, 6, 3, 3), 3), ((1, 544, 1, 2), 4)])
+def test_channel_shuffle(shape, a):
+    x = _channels_last(*shape)
+    b = shape[1] // a
+    got = c_conv.block_transpose(x, a, b)
+    want = x.numpy().reshape(shape[0], a, b, *shape[2:]).swapaxes(1, 2).reshape(shape)
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert c_conv.block_transpose(x.double(), a, b) is None
