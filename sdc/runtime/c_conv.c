@@ -3,8 +3,8 @@
  * The runtime compiles this file once per host (sdc/runtime/c_conv.py, through the cache of
  * c_launcher.build_library) and calls it for the convolutions oneDNN runs far from the machine's
  * peak: grouped ones (ShuffleNet's 1x1 convolutions of 4 groups) and depthwise ones (MobileNet's).
- * Each function is single-threaded, allocates only a zeroed row it frees, and returns 0 (1 when that
- * row could not be allocated: the caller then runs oneDNN).
+ * Each thread allocates only a zeroed row and pointer lists it frees; a function returns 0, or 1 when
+ * those could not be allocated (the caller then runs oneDNN).
  *
  * Tensors (dense, in these dim orders):
  *   x    [N][H][W][G*CI]             the input as it lies in channels-last memory
@@ -15,7 +15,8 @@
  * depthwise: w [KH][KW][C]           (CI = CO = 1, G = C)
  *
  * `q` holds the sizes: N H W G CI CO COP KH KW SH SW PT PL DH DW OH OW (the input's, the groups and
- * channels per group, the kernel, strides, the top and left pads, dilations, the result's). A tap
+ * channels per group, the kernel, strides, the top and left pads, dilations, the result's), then the
+ * threads to split the result's pixels over (OpenMP's, where the library was built with it). A tap
  * that falls on the padding reads a row of zeros. `act` is the unary op applied last:
  * [kind, lo, hi, alpha, beta] with kind 0 none, 1 relu, 2 clip to [lo, hi], 3 hard_swish,
  * 4 hard_sigmoid (clip(alpha * v + beta, 0, 1)). NaN stays NaN through each, as in torch.
@@ -28,6 +29,12 @@
 #include <string.h>
 #if defined(__AVX512F__) || defined(__AVX__)
 #include <immintrin.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static int omp_get_thread_num(void) { return 0; }
+static int omp_get_num_threads(void) { return 1; }
 #endif
 
 /* `acc += x * w` as one fused multiply-add: ISO C modes (-std=c11) leave contraction off */
@@ -166,12 +173,13 @@ DEFINE_TILE(4)
 typedef void (*tile_fn)(const float *const *, const float *const *, int64_t, int64_t, int64_t, float *const *,
                         const float *const *, const float *, int64_t, const act_t *);
 
-int sdc_conv_grouped_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
-                         const int64_t *q, const float *act) {
-  const int64_t N = q[0], H = q[1], W = q[2], G = q[3], CI = q[4], CO = q[5], COP = q[6], KH = q[7], KW = q[8];
+/* Tiles [item0, item1) of a grouped convolution's result: tile i is ROWS pixels from ow0 = i % per_row
+ * * ROWS of row i / per_row of the flattened (n, oh). */
+static int grouped_tiles(const float *x, const float *w, const float *bias, const float *res, float *y,
+                         const int64_t *q, const act_t *a, int64_t item0, int64_t item1) {
+  const int64_t H = q[1], W = q[2], G = q[3], CI = q[4], CO = q[5], COP = q[6], KH = q[7], KW = q[8];
   const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
   const int64_t cin = G * CI, cout = G * CO;
-  const act_t a = read_act(act);
 #if MAX_VECTORS >= 4
   static const tile_fn tiles[] = {NULL, tile_1, tile_2, tile_3, tile_4};
 #else
@@ -180,50 +188,71 @@ int sdc_conv_grouped_f32(const float *x, const float *w, const float *bias, cons
   float *zeros = calloc((size_t)(CI > 0 ? CI : 1), sizeof(float));
   const float **xs = malloc(sizeof(float *) * (size_t)(KH * KW * ROWS + 1));
   const float **ws = malloc(sizeof(float *) * (size_t)(KH * KW + 1));
-  if (!zeros || !xs || !ws) {
-    free(zeros); free(xs); free(ws);
+  const float **wc = malloc(sizeof(float *) * (size_t)(KH * KW + 1));
+  if (!zeros || !xs || !ws || !wc) {
+    free(zeros); free(xs); free(ws); free(wc);
     return 1;
   }
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow0 = 0; ow0 < OW; ow0 += ROWS) {
-        float *ys[ROWS];
-        const float *rs[ROWS];
-        for (int r = 0; r < ROWS; ++r) {
-          const int64_t off = ((n * OH + oh) * OW + ow0 + r) * cout;
-          ys[r] = ow0 + r < OW ? y + off : NULL;
-          rs[r] = ow0 + r < OW && res ? res + off : NULL;
-        }
-        for (int64_t g = 0; g < G; ++g) {
-          int64_t taps = 0;
-          for (int64_t kh = 0; kh < KH; ++kh) {
-            const int64_t ih = oh * SH - PT + kh * DH;
-            if (ih < 0 || ih >= H) continue; /* every row reads zeros there */
-            for (int64_t kw = 0; kw < KW; ++kw) {
-              for (int r = 0; r < ROWS; ++r) {
-                const int64_t iw = (ow0 + r) * SW - PL + kw * DW;
-                xs[taps * ROWS + r] = (ow0 + r < OW && iw >= 0 && iw < W)
-                                          ? x + ((n * H + ih) * W + iw) * cin + g * CI : zeros;
-              }
-              ws[taps++] = w + ((g * KH + kh) * KW + kw) * CI * COP;
-            }
-          }
-          float *yg[ROWS];
-          const float *rg[ROWS];
-          for (int64_t c0 = 0; c0 < CO; c0 += MAX_VECTORS * LANES) {
-            const int64_t cols = CO - c0 < MAX_VECTORS * LANES ? CO - c0 : MAX_VECTORS * LANES;
+  const int64_t per_row = (OW + ROWS - 1) / ROWS;
+  for (int64_t item = item0; item < item1; ++item) {
+    const int64_t row = item / per_row, n = row / OH, oh = row % OH, ow0 = item % per_row * ROWS;
+    {
+      float *ys[ROWS];
+      const float *rs[ROWS];
+      for (int r = 0; r < ROWS; ++r) {
+        const int64_t off = (row * OW + ow0 + r) * cout;
+        ys[r] = ow0 + r < OW ? y + off : NULL;
+        rs[r] = ow0 + r < OW && res ? res + off : NULL;
+      }
+      for (int64_t g = 0; g < G; ++g) {
+        int64_t taps = 0;
+        for (int64_t kh = 0; kh < KH; ++kh) {
+          const int64_t ih = oh * SH - PT + kh * DH;
+          if (ih < 0 || ih >= H) continue; /* every row reads zeros there */
+          for (int64_t kw = 0; kw < KW; ++kw) {
             for (int r = 0; r < ROWS; ++r) {
-              yg[r] = ys[r] ? ys[r] + g * CO + c0 : NULL;
-              rg[r] = rs[r] ? rs[r] + g * CO + c0 : NULL;
+              const int64_t iw = (ow0 + r) * SW - PL + kw * DW;
+              xs[taps * ROWS + r] = (ow0 + r < OW && iw >= 0 && iw < W)
+                                        ? x + ((n * H + ih) * W + iw) * cin + g * CI : zeros;
             }
-            const float *wc[KH * KW + 1];
-            for (int64_t t = 0; t < taps; ++t) wc[t] = ws[t] + c0;
-            tiles[(cols + LANES - 1) / LANES](xs, wc, taps, CI, COP, yg, rg, bias ? bias + g * CO + c0 : NULL, cols, &a);
+            ws[taps++] = w + ((g * KH + kh) * KW + kw) * CI * COP;
           }
+        }
+        float *yg[ROWS];
+        const float *rg[ROWS];
+        for (int64_t c0 = 0; c0 < CO; c0 += MAX_VECTORS * LANES) {
+          const int64_t cols = CO - c0 < MAX_VECTORS * LANES ? CO - c0 : MAX_VECTORS * LANES;
+          for (int r = 0; r < ROWS; ++r) {
+            yg[r] = ys[r] ? ys[r] + g * CO + c0 : NULL;
+            rg[r] = rs[r] ? rs[r] + g * CO + c0 : NULL;
+          }
+          for (int64_t t = 0; t < taps; ++t) wc[t] = ws[t] + c0;
+          tiles[(cols + LANES - 1) / LANES](xs, wc, taps, CI, COP, yg, rg, bias ? bias + g * CO + c0 : NULL, cols, a);
         }
       }
-  free(zeros); free(xs); free(ws);
+    }
+  }
+  free(zeros); free(xs); free(ws); free(wc);
   return 0;
+}
+
+/* The result's tiles of `width` pixels split evenly over `q[17]` threads (one: no parallel region). */
+#define OVER_TILES(tiles_fn, width)                                                                     \
+  const act_t a = read_act(act);                                                                       \
+  const int64_t items = q[0] * q[15] * ((q[16] + (width) - 1) / (width));                             \
+  const int threads = q[17] > 1 ? (int)q[17] : 1;                                                      \
+  if (threads == 1) return tiles_fn(x, w, bias, res, y, q, &a, 0, items);                             \
+  int failed = 0;                                                                                      \
+  _Pragma("omp parallel num_threads(threads) reduction(|: failed)")                                    \
+  {                                                                                                    \
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();                                \
+    failed |= tiles_fn(x, w, bias, res, y, q, &a, items * t / nt, items * (t + 1) / nt);               \
+  }                                                                                                    \
+  return failed;
+
+int sdc_conv_grouped_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
+                         const int64_t *q, const float *act) {
+  OVER_TILES(grouped_tiles, ROWS)
 }
 
 /* ---------------------------------------------------------------- depthwise convolution */
@@ -264,11 +293,11 @@ DEFINE_DW_TILE(1)
 DEFINE_DW_TILE(2)
 DEFINE_DW_TILE(4)
 
-int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
-                           const int64_t *q, const float *act) {
-  const int64_t N = q[0], H = q[1], W = q[2], C = q[3], KH = q[7], KW = q[8];
+/* Tiles [item0, item1) of a depthwise convolution's result, DW_PIXELS pixels each (as grouped_tiles). */
+static int depthwise_tiles(const float *x, const float *w, const float *bias, const float *res, float *y,
+                           const int64_t *q, const act_t *a, int64_t item0, int64_t item1) {
+  const int64_t H = q[1], W = q[2], C = q[3], KH = q[7], KW = q[8];
   const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
-  const act_t a = read_act(act);
   const int64_t full = C / LANES * LANES; /* channels in whole vectors; the rest one at a time */
   float *zeros = calloc((size_t)(C > 0 ? C : 1), sizeof(float));
   const float **xs = malloc(sizeof(float *) * (size_t)(KH * KW * DW_PIXELS + 1));
@@ -277,13 +306,14 @@ int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, co
     free(zeros); free(xs); free(ws);
     return 1;
   }
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow0 = 0; ow0 < OW; ow0 += DW_PIXELS) {
+  const int64_t per_row = (OW + DW_PIXELS - 1) / DW_PIXELS;
+  for (int64_t item = item0; item < item1; ++item) {
+    const int64_t row = item / per_row, n = row / OH, oh = row % OH, ow0 = item % per_row * DW_PIXELS;
+      {
         float *ys[DW_PIXELS];
         const float *rs[DW_PIXELS];
         for (int p = 0; p < DW_PIXELS; ++p) {
-          const int64_t off = ((n * OH + oh) * OW + ow0 + p) * C;
+          const int64_t off = (row * OW + ow0 + p) * C;
           ys[p] = ow0 + p < OW ? y + off : NULL;
           rs[p] = ow0 + p < OW && res ? res + off : NULL;
         }
@@ -300,9 +330,9 @@ int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, co
           }
         }
         int64_t c = 0;
-        for (; c + 4 * LANES <= full; c += 4 * LANES) dw_tile_4(xs, ws, taps, c, ys, rs, bias, C, &a);
-        for (; c + 2 * LANES <= full; c += 2 * LANES) dw_tile_2(xs, ws, taps, c, ys, rs, bias, C, &a);
-        for (; c < full; c += LANES) dw_tile_1(xs, ws, taps, c, ys, rs, bias, C, &a);
+        for (; c + 4 * LANES <= full; c += 4 * LANES) dw_tile_4(xs, ws, taps, c, ys, rs, bias, C, a);
+        for (; c + 2 * LANES <= full; c += 2 * LANES) dw_tile_2(xs, ws, taps, c, ys, rs, bias, C, a);
+        for (; c < full; c += LANES) dw_tile_1(xs, ws, taps, c, ys, rs, bias, C, a);
         if (c < C) { /* the channels past the last whole vector */
           const int64_t n_last = C - c;
           vf acc[DW_PIXELS];
@@ -312,11 +342,17 @@ int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, co
             for (int p = 0; p < DW_PIXELS; ++p) acc[p] += ld_n(xs[t * DW_PIXELS + p] + c, n_last) * wv;
           }
           for (int p = 0; p < DW_PIXELS; ++p)
-            if (ys[p]) finish(acc[p], ys[p] + c, bias ? bias + c : NULL, rs[p] ? rs[p] + c : NULL, n_last, &a);
+            if (ys[p]) finish(acc[p], ys[p] + c, bias ? bias + c : NULL, rs[p] ? rs[p] + c : NULL, n_last, a);
         }
       }
+  }
   free(zeros); free(xs); free(ws);
   return 0;
+}
+
+int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
+                           const int64_t *q, const float *act) {
+  OVER_TILES(depthwise_tiles, DW_PIXELS)
 }
 
 /* ---------------------------------------------------------------- channel shuffle */

@@ -13,10 +13,12 @@ Which convolutions (`prepare`): 2-d, float32, static channels, and
 - depthwise (groups = input channels = output channels) of at least `DEPTHWISE_MIN_CHANNELS`, or
 - grouped (2 or more groups, not depthwise).
 Ungrouped convolutions stay oneDNN's, whose JIT kernels are faster on them here. A call takes the C
-kernel when its input is a float32 channels-last tensor and its work fits one thread
-(`gate.SERIAL_C_CONV_MACS` when torch has more than one): otherwise oneDNN runs it, with the same
-results up to float rounding. A host without a C compiler, or `SDC_C_KERNELS=0` at load, runs every
-convolution through oneDNN.
+kernel when its input is a float32 channels-last tensor, otherwise oneDNN runs it, with the same
+results up to float rounding. The kernel splits the result's rows over torch's threads (the count the
+executor's gate gave the convolution: sdc/runtime/gate.py) through OpenMP, built with `-fopenmp` so
+that it shares the libgomp torch loaded, its one thread pool and how those threads wait; a compiler
+without OpenMP builds it single-threaded. A host without a C compiler, or `SDC_C_KERNELS=0` at load,
+runs every convolution through oneDNN.
 
 Also here: the channel shuffle of a channels-last float32 tensor as one pass of small transposes
 (`block_transpose`), 2-3x faster than torch's strided copy of it.
@@ -37,11 +39,12 @@ from typing import Any, Callable
 
 import torch
 
-from sdc.runtime import gate
 from sdc.runtime.c_launcher import CCompileError, build_library, c_kernels_enabled
 
 SOURCE = Path(__file__).with_name("c_conv.c")
 LANES = 16  # the widest vector the kernels use (AVX-512 floats): a weight's columns are padded to it
+# torch's OpenMP: the library links the libgomp torch loaded (one soname, one thread pool)
+OPENMP = ("-fopenmp",)
 DEPTHWISE_MIN_CHANNELS = 32  # fewer: one vector of channels, and oneDNN was faster (16 channels: 1.3x)
 
 # the unary op applied as the result is stored: c_conv.c's `act` kinds
@@ -57,9 +60,14 @@ def library() -> ctypes.PyDLL | None:
     if not c_kernels_enabled():
         return None
     if _library is None:
-        try:
-            lib = build_library(SOURCE.read_text())
-        except (CCompileError, OSError):
+        lib = None
+        for flags in (OPENMP, ()):  # a compiler without OpenMP builds the kernels single-threaded
+            try:
+                lib = build_library(SOURCE.read_text(), flags)
+                break
+            except (CCompileError, OSError):
+                continue
+        if lib is None:
             _library = False
             return None
         pointers = [ctypes.c_void_p] * 7
@@ -102,19 +110,19 @@ class CConv:
     pads: tuple[int, int, int, int]  # top, left, bottom, right
     dilations: tuple[int, int]
     act: Any  # ctypes float array: c_conv.c's `act`
-    macs_per_pixel: int  # multiply-adds per result pixel, all channels
     applies_unary: bool  # the kernel applies the merged unary op (else the caller does, after it)
 
+    @property
+    def pointwise(self) -> bool:
+        """1x1, stride 1, no pads: each result pixel reads its own input pixel."""
+        return self.kernel == (1, 1) and self.strides == (1, 1) and not any(self.pads)
+
     def fits(self, x: torch.Tensor) -> bool:
-        """Whether a call on `x` runs here: a float32 channels-last CPU tensor of the weight's channels
-        whose work one thread takes (see the module docstring), not empty."""
-        if (x.dtype != torch.float32 or x.dim() != 4 or x.device.type != "cpu" or x.shape[1] != self.groups * self.in_channels
-                or not x.is_contiguous(memory_format=torch.channels_last)):
-            return False
-        pixels = x.shape[0] * x.shape[2] * x.shape[3]
-        if pixels == 0:
-            return False
-        return torch.get_num_threads() == 1 or pixels * self.macs_per_pixel <= gate.SERIAL_C_CONV_MACS
+        """Whether a call on `x` runs here: a float32 channels-last CPU tensor of the weight's
+        channels, not empty."""
+        return (x.dtype == torch.float32 and x.dim() == 4 and x.device.type == "cpu"
+                and x.shape[1] == self.groups * self.in_channels and x.numel() > 0
+                and x.is_contiguous(memory_format=torch.channels_last))
 
     def result_size(self, x: torch.Tensor) -> tuple[int, int]:
         (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.strides, self.dilations
@@ -138,8 +146,12 @@ class CConv:
             return None
         y = torch.empty((n, oh, ow, out_channels), dtype=torch.float32)
         (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.strides, self.dilations
-        sizes = (ctypes.c_int64 * 17)(n, h, w, self.groups, self.in_channels, self.out_channels, self.padded,
-                                      kh, kw, sh, sw, self.pads[0], self.pads[1], dh, dw, oh, ow)
+        if self.pointwise:  # every pixel alone: the images as one row, so no tile ends at a row's end
+            n, h, w, oh, ow = 1, 1, n * h * w, 1, n * h * w
+        # the threads: torch's count, which the executor's gate set to one for a small convolution
+        sizes = (ctypes.c_int64 * 18)(n, h, w, self.groups, self.in_channels, self.out_channels, self.padded,
+                                      kh, kw, sh, sw, self.pads[0], self.pads[1], dh, dw, oh, ow,
+                                      torch.get_num_threads())
         failed = self.fn(x.data_ptr(), self.weight.data_ptr(), None if bias is None else bias.data_ptr(),
                          None if other is None else other.data_ptr(), y.data_ptr(), sizes, self.act)
         return None if failed else y.permute(0, 3, 1, 2)
@@ -181,8 +193,7 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None, unary_attrs: d
         shape = (groups, in_per_group, out_per_group)
     return CConv(fn, packed, *shape, padded, (kh, kw), (strides[0], strides[1]),
                  (pads[0], pads[1], pads[2], pads[3]), (dilations[0], dilations[1]),
-                 (ctypes.c_float * 5)(*(act or activation(None, {}))), in_per_group * kh * kw * out_total,
-                 applies_unary)
+                 (ctypes.c_float * 5)(*(act or activation(None, {}))), applies_unary)
 
 
 def block_transpose(data: torch.Tensor, a: int, b: int) -> torch.Tensor | None:

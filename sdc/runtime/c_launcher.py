@@ -113,11 +113,13 @@ def _compiler_version(cc: str) -> str:
     return _VERSIONS[key]
 
 
-def build_library(text: str) -> ctypes.PyDLL:
-    """The compiled library of one C source, from the cache when it was compiled before (by any
-    process: the library is written under a temporary name and renamed into place)."""
+def build_library(text: str, extra_flags: Sequence[str] = ()) -> ctypes.PyDLL:
+    """The compiled library of one C source (with `CFLAGS` and `extra_flags`), from the cache when it
+    was compiled before (by any process: the library is written under a temporary name and renamed
+    into place)."""
     cc = compiler()
-    key = hashlib.sha256("\0".join([text, cc, _compiler_version(cc), *CFLAGS]).encode()).hexdigest()[:32]
+    flags = (*CFLAGS, *extra_flags)
+    key = hashlib.sha256("\0".join([text, cc, _compiler_version(cc), *flags]).encode()).hexdigest()[:32]
     path = c_cache_dir() / f"{key}.so"
     if str(path) in _LOADED:
         return _LOADED[str(path)]
@@ -127,7 +129,7 @@ def build_library(text: str) -> ctypes.PyDLL:
             src, out = Path(tmp) / "kernels.c", Path(tmp) / "kernels.so"
             src.write_text(text)
             try:
-                proc = subprocess.run([cc, *CFLAGS, "-o", str(out), str(src), "-lm"], capture_output=True,
+                proc = subprocess.run([cc, *flags, "-o", str(out), str(src), "-lm"], capture_output=True,
                                       text=True, timeout=COMPILE_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 raise CCompileError(f"C compiler '{cc}' took over {COMPILE_TIMEOUT_S} s") from None

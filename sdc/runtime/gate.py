@@ -53,9 +53,6 @@ SLEEPING = threads_sleep()
 SERIAL_MACS = 1 << 20  # multiply-adds of the largest matmul on one thread
 SERIAL_ELEMENTS = 1 << 16  # ... and elements of its result
 SERIAL_CONV_MACS = 1 << 24 if SLEEPING else 1 << 20  # multiply-adds of the largest convolution on one thread
-# multiply-adds of the largest convolution that sdc's single-threaded C kernel runs (sdc.runtime.c_conv)
-# when torch has more threads: above it oneDNN's parallel kernels are faster
-SERIAL_C_CONV_MACS = 1 << 24
 # any other op (elementwise, pooling, normalization, copies): its largest operand
 SERIAL_OP_ELEMENTS = 1 << 22 if SLEEPING else 1 << 16
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from sdc.dialect.opdef import get_op
-from sdc.runtime import c_conv, gate
+from sdc.runtime import c_conv
 from sdc.runtime.c_launcher import compiler
 from sdc.runtime.reference_kernels import EPILOGUE, EPILOGUE_ATTRS, packed_conv
 
@@ -128,9 +128,6 @@ def test_which_convolutions_and_calls_it_takes(monkeypatch):
     assert conv.fits(_channels_last(1, 8, 4, 4))
     assert conv(_channels_last(1, 8, 4, 4), None, torch.randn(1, 8, 4, 4)) is None  # a row-major addend
     assert conv(_channels_last(1, 8, 4, 4), torch.randn(7), None) is None  # a bias of other length
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    monkeypatch.setattr(gate, "SERIAL_C_CONV_MACS", 4 * 4 * 16 - 1)  # one multiply-add more than it takes
-    assert not conv.fits(_channels_last(1, 8, 4, 4))
     monkeypatch.setenv("SDC_C_KERNELS", "0")
     assert c_conv.prepare(torch.randn(8, 4, 1, 1), {**a, "groups": 2}, None, {}) is None
 
@@ -168,3 +165,20 @@ def test_channel_shuffle(shape, a):
     assert got.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_array_equal(got.numpy(), want)
     assert c_conv.block_transpose(x.double(), a, b) is None
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("groups,out_channels", [(4, 136), (34, 34)])
+def test_rows_split_over_threads(threads, groups, out_channels):
+    """torch's thread count splits the result's rows (7 x 5 of them here: not a multiple of the count)."""
+    a = dict(strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], groups=groups)
+    w = torch.randn(out_channels, 136 // groups if groups == 4 else 1, 3, 3) / 6
+    x, bias = _channels_last(5, 136 if groups == 4 else 34, 7, 9), torch.randn(out_channels)
+    conv = c_conv.prepare(w, a, "relu", {})
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = conv(x, bias, None)
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a, unary="relu"), **TOLERANCE)
