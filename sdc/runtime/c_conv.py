@@ -112,11 +112,6 @@ class CConv:
     act: Any  # ctypes float array: c_conv.c's `act`
     applies_unary: bool  # the kernel applies the merged unary op (else the caller does, after it)
 
-    @property
-    def pointwise(self) -> bool:
-        """1x1, stride 1, no pads: each result pixel reads its own input pixel."""
-        return self.kernel == (1, 1) and self.strides == (1, 1) and not any(self.pads)
-
     def fits(self, x: torch.Tensor) -> bool:
         """Whether a call on `x` runs here: a float32 channels-last CPU tensor of the weight's
         channels, not empty."""
@@ -146,8 +141,6 @@ class CConv:
             return None
         y = torch.empty((n, oh, ow, out_channels), dtype=torch.float32)
         (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.strides, self.dilations
-        if self.pointwise:  # every pixel alone: the images as one row, so no tile ends at a row's end
-            n, h, w, oh, ow = 1, 1, n * h * w, 1, n * h * w
         # the threads: torch's count, which the executor's gate set to one for a small convolution
         sizes = (ctypes.c_int64 * 18)(n, h, w, self.groups, self.in_channels, self.out_channels, self.padded,
                                       kh, kw, sh, sw, self.pads[0], self.pads[1], dh, dw, oh, ow,
