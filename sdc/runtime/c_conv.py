@@ -24,9 +24,10 @@ Also here: the channel shuffle of a channels-last float32 tensor as one pass of 
 (`block_transpose`), 2-3x faster than torch's strided copy of it.
 
 Measured on this project's 2-core AMD EPYC (AVX-512), one thread, each kernel alone against oneDNN's
-prepacked call with its post-op (2026-12-04): ShuffleNet's grouped 1x1 convolutions 0.87-1.18x
-oneDNN's time, its depthwise ones 0.54-0.89x, MobileNet-v3's 5x5 depthwise 0.95-1.3x, a 16-channel
-3x3 depthwise 1.3x (hence the minimum channels).
+prepacked call with its post-op (2026-12-04), as a fraction of oneDNN's time: ShuffleNet's grouped 1x1
+convolutions 0.78-1.03x, its depthwise ones 0.55-0.90x, MobileNet-v3's 5x5 depthwise ones 0.95-1.3x,
+a 16-channel 3x3 depthwise one 1.3x (hence the minimum channels); ungrouped ones 0.9-2.2x (hence
+oneDNN for them).
 """
 
 from __future__ import annotations

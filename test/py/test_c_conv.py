@@ -58,7 +58,9 @@ CASES = [  # (input shape, out channels, kernel, strides, pads, dilations, group
     ((2, 24, 9, 13), 112, (1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 4),  # 28 columns a group: a partial vector
     ((1, 12, 11, 10), 18, (3, 3), [2, 1], [1, 0, 2, 1], [1, 2], 3),  # grouped 3x3, asymmetric pads, dilated
     ((1, 4, 7, 7), 12, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 4),  # a channel multiplier of 3
-    ((1, 6, 17, 5), 80, (1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 2),  # 40 columns a group
+    ((1, 6, 17, 5), 80, (1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 2),  # 40 columns a group: 2.5 vectors
+    ((1, 8, 5, 9), 40, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),  # 20: a vector and a half
+    ((2, 10, 6, 5), 104, (1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 2),  # 52: three and a half
     ((1, 136, 28, 28), 136, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 136),  # depthwise: 8 vectors and a half
     ((2, 72, 15, 14), 72, (5, 5), [2, 2], [2, 2, 2, 2], [1, 1], 72),  # MobileNet-v3's 5x5, stride 2
     ((1, 33, 9, 19), 33, (3, 3), [1, 1], [0, 2, 1, 0], [2, 1], 33),  # 33: one lane past a whole vector
