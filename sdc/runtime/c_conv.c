@@ -2,7 +2,8 @@
  *
  * The runtime compiles this file once per host (sdc/runtime/c_conv.py, through the cache of
  * c_launcher.build_library) and calls it for the convolutions oneDNN runs far from the machine's
- * peak: grouped ones (ShuffleNet's 1x1 convolutions of 4 groups) and depthwise ones (MobileNet's).
+ * peak: grouped ones (ShuffleNet's 1x1 convolutions of 4 groups) and depthwise ones (MobileNet's);
+ * besides them, max pooling and the channel shuffle of channels-last tensors.
  * Each thread allocates only a zeroed row and pointer lists it frees; a function returns 0, or 1 when
  * those could not be allocated (the caller then runs oneDNN).
  *
@@ -446,6 +447,56 @@ static int depthwise_tiles(const float *x, const float *w, const float *bias, co
 int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
                            const int64_t *q, const float *act) {
   OVER_TILES(depthwise_tiles, q[0] * q[15] * ((q[16] + DW_PIXELS - 1) / DW_PIXELS))
+}
+
+/* ---------------------------------------------------------------- max pooling */
+
+/* A NaN-propagating max, as torch's pooling: once a window meets a NaN, the result is NaN. */
+static inline vf max_nan(vf acc, vf v) { return pick((v > acc) | (v != v), v, acc); }
+
+/* Result rows [row0, row1) of the flattened (n, oh) of a 2-d max pooling over channels-last x
+ * [N][H][W][C] into y [N][OH][OW][C]; q as the convolutions' (G = C, no weights). Taps on the padding
+ * are skipped (the padding is -inf), so a window wholly on it gives -inf. */
+static void max_pool_rows(const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1) {
+  const int64_t H = q[1], W = q[2], C = q[3], KH = q[7], KW = q[8];
+  const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
+  for (int64_t row = row0; row < row1; ++row) {
+    const int64_t n = row / OH, oh = row % OH;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      float *out = y + (row * OW + ow) * C;
+      for (int64_t c = 0; c < C; c += LANES) {
+        const int64_t lanes = C - c < LANES ? C - c : LANES;
+        vf acc = splat(-__builtin_inff());
+        for (int64_t kh = 0; kh < KH; ++kh) {
+          const int64_t ih = oh * SH - PT + kh * DH;
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            const int64_t iw = ow * SW - PL + kw * DW;
+            if (iw < 0 || iw >= W) continue;
+            const float *in = x + ((n * H + ih) * W + iw) * C + c;
+            acc = max_nan(acc, lanes == LANES ? ld(in) : ld_n(in, lanes));
+          }
+        }
+        if (lanes == LANES) st(out + c, acc);
+        else st_n(out + c, acc, lanes);
+      }
+    }
+  }
+}
+
+int sdc_max_pool_f32(const float *x, float *y, const int64_t *q) {
+  const int64_t rows = q[0] * q[15];
+  const int threads = q[17] > 1 ? (int)q[17] : 1;
+  if (threads == 1) {
+    max_pool_rows(x, y, q, 0, rows);
+    return 0;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    max_pool_rows(x, y, q, rows * t / nt, rows * (t + 1) / nt);
+  }
+  return 0;
 }
 
 /* ---------------------------------------------------------------- channel shuffle */

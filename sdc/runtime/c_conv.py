@@ -21,7 +21,9 @@ without OpenMP builds it single-threaded. A host without a C compiler, or `SDC_C
 runs every convolution through oneDNN.
 
 Also here: the channel shuffle of a channels-last float32 tensor as one pass of small transposes
-(`block_transpose`), 2-3x faster than torch's strided copy of it.
+(`block_transpose`), 2-3x faster than torch's strided copy of it; and 2-d max pooling of one
+(`max_pool_kernel`), vectorized over the channels as they lie (torch's took 265 us for ShuffleNet's
+first pooling, onnxruntime's 78).
 
 Measured on this project's 2-core AMD EPYC (AVX-512), one thread, each kernel alone against oneDNN's
 prepacked call with its post-op (2026-12-04), as a fraction of oneDNN's time: ShuffleNet's grouped 1x1
@@ -77,6 +79,8 @@ def library() -> ctypes.PyDLL | None:
             fn.argtypes, fn.restype = pointers, ctypes.c_int
         lib.sdc_block_transpose_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 3
         lib.sdc_block_transpose_f32.restype = ctypes.c_int
+        lib.sdc_max_pool_f32.argtypes = [ctypes.c_void_p] * 3
+        lib.sdc_max_pool_f32.restype = ctypes.c_int
         _library = lib
     return _library or None
 
@@ -202,3 +206,38 @@ def block_transpose(data: torch.Tensor, a: int, b: int) -> torch.Tensor | None:
     out = torch.empty((n, h, w, c), dtype=torch.float32)
     lib.sdc_block_transpose_f32(data.data_ptr(), out.data_ptr(), n * h * w, a, b)
     return out.permute(0, 3, 1, 2)
+
+
+def max_pool_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
+    """The max_pool op's kernel: 2-d pooling of a float32 channels-last CPU tensor in C (the windows'
+    geometry from `attrs`, ceil_mode included: taps past the input or on the pads are skipped, as the
+    reference's -inf padding reads), any other operand through `ref` (the reference semantics)."""
+    from sdc.dialect.shapes import window_out
+
+    kernel = [int(k) for k in attrs["kernel"]]
+    if len(kernel) != 2 or min(kernel) < 1:
+        return ref
+    strides = [int(s) for s in attrs.get("strides") or [1, 1]]
+    dilations = [int(d) for d in attrs.get("dilations") or [1, 1]]
+    pads = [int(p) for p in attrs.get("pads") or [0, 0, 0, 0]]
+    ceil_mode = bool(attrs.get("ceil_mode"))
+    if len(strides) != 2 or len(dilations) != 2 or len(pads) != 4 or min(strides + dilations) < 1 or min(pads) < 0:
+        return ref
+
+    def run(env, a, x):
+        if not (x.dtype == torch.float32 and x.dim() == 4 and x.device.type == "cpu" and x.numel() > 0
+                and x.is_contiguous(memory_format=torch.channels_last)):
+            return ref(env, a, x)
+        lib = library()
+        n, c, h, w = x.shape
+        oh = window_out(h, kernel[0], strides[0], pads[0], pads[2], dilations[0], ceil_mode)
+        ow = window_out(w, kernel[1], strides[1], pads[1], pads[3], dilations[1], ceil_mode)
+        if lib is None or oh <= 0 or ow <= 0:
+            return ref(env, a, x)
+        y = torch.empty((n, oh, ow, c), dtype=torch.float32)
+        sizes = (ctypes.c_int64 * 18)(n, h, w, c, 1, 1, 1, kernel[0], kernel[1], strides[0], strides[1],
+                                      pads[0], pads[1], dilations[0], dilations[1], oh, ow, torch.get_num_threads())
+        lib.sdc_max_pool_f32(x.data_ptr(), y.data_ptr(), sizes)
+        return y.permute(0, 3, 1, 2)
+
+    return run

@@ -184,3 +184,57 @@ def test_rows_split_over_threads(threads, groups, out_channels):
     finally:
         torch.set_num_threads(before)
     np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a, unary="relu"), **TOLERANCE)
+
+
+def _max_pool_reference(x: torch.Tensor, a: dict) -> np.ndarray:
+    """float64: the input padded with -inf by hand (asymmetric pads, and for ceil_mode as many more
+    rows and columns as its last window needs), then torch's pooling without padding."""
+    (kh, kw), (sh, sw), (dh, dw), pads = a["kernel"], a["strides"], a["dilations"], a["pads"]
+    extra = [0, 0]
+    if a["ceil_mode"]:
+        for i, (k, s, d) in enumerate([(kh, sh, dh), (kw, sw, dw)]):
+            size, span = x.shape[2 + i] + pads[i] + pads[2 + i], d * (k - 1) + 1
+            out = -(-(size - span) // s) + 1
+            if (out - 1) * s >= x.shape[2 + i] + pads[i]:
+                out -= 1
+            extra[i] = max(0, (out - 1) * s + span - size)
+    xp = F.pad(x.double(), [pads[1], pads[3] + extra[1], pads[0], pads[2] + extra[0]], value=-math.inf)
+    return F.max_pool2d(xp, (kh, kw), (sh, sw), 0, (dh, dw)).numpy()
+
+
+POOLS = [  # (input shape, kernel, strides, pads, dilations, ceil_mode)
+    ((1, 24, 112, 112), [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], False),  # ShuffleNet's
+    ((1, 64, 111, 111), [3, 3], [2, 2], [0, 0, 0, 0], [1, 1], False),  # SqueezeNet's
+    ((2, 20, 9, 8), [3, 2], [2, 3], [0, 1, 2, 0], [1, 2], False),  # 20 channels: a vector and 4 lanes
+    ((1, 5, 6, 7), [3, 3], [2, 2], [1, 0, 1, 0], [1, 1], True),  # a last window past the input
+]
+
+
+@pytest.mark.parametrize("xs,kernel,strides,pads,dilations,ceil_mode", POOLS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_max_pool_matches_float64(xs, kernel, strides, pads, dilations, ceil_mode, threads):
+    a = dict(kernel=kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode)
+    ref_calls = []
+    op = get_op("max_pool").ref
+    run = c_conv.max_pool_kernel(lambda env, attrs, x: ref_calls.append(1) or op(env, attrs, x), a)
+    x = _channels_last(*xs)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = run(None, a, x)
+    finally:
+        torch.set_num_threads(before)
+    assert not ref_calls and got.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_array_equal(got.numpy(), _max_pool_reference(x, a).astype(np.float32))
+    np.testing.assert_array_equal(run(None, a, x.contiguous()).numpy(), got.numpy())  # row-major: the reference
+    assert ref_calls == [1]
+
+
+def test_max_pool_propagates_nan():
+    a = dict(kernel=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], dilations=[1, 1], ceil_mode=False)
+    x = _channels_last(1, 17, 4, 4)
+    x[0, 16, 0, 1] = math.nan  # the lane past the last whole vector, window (0, 0)
+    x[0, 3, 3, 3] = math.nan
+    got = c_conv.max_pool_kernel(get_op("max_pool").ref, a)(None, a, x)
+    assert torch.isnan(got[0, 16, 0, 0]) and torch.isnan(got[0, 3, 1, 1])
+    assert int(torch.isnan(got).sum()) == 2
