@@ -1,5 +1,5 @@
 """sdc-fold-conv-batch-norm: an inference batch norm of a convolution's result becomes part of the
-convolution's weight and a per-channel bias.
+convolution's weight and a per-channel bias; any other, a per-channel scale and shift.
 
     y = conv(x, w) [+ b];  z = batch_norm(y, gamma, beta, mean, var)
 
@@ -31,6 +31,15 @@ where `s` and `t` are per-channel weights (the shapes a bias may have, above), t
 weight is a weight, the result has the convolution's type (nothing broadcasts it), and each
 intermediate is read only by the next op. A bare `add(conv, t)` is already a bias: the planner
 takes it into the convolution.
+
+Any other inference batch norm whose four statistics are weights becomes a per-channel scale and
+shift, both computed from the parameters at compile time as above:
+
+    z = batch_norm(x, gamma, beta, mean, var)  ->  z = x * reshape(scale, [1, C, 1, ...]) + reshape(shift, [1, C, 1, ...])
+
+with shift = beta - mean * scale: a multiply-add per element where the batch norm's kernel took a
+square root and a division (DenseNet-121's 58 batch norms after its concatenations, which no
+convolution precedes, took 18 ms of an 82 ms call on one thread as C kernels).
 
 Anything else is left as it is. It emits no errors. Run it before sdc-layout-constraints and
 sdc-fuse (it changes what they see: a convolution and an add instead of a batch norm).
@@ -134,14 +143,9 @@ def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
         bias = _per_channel_bias(add, conv.results[0], channels, w_spec.dtype, is_weight)
         if bias is None:
             return False
-    epsilon = read_attrs(OPS["batch_norm"], bn)["epsilon"]
-    gamma, beta, mean, var = stats
     with ir.InsertionPoint(bn), bn.location:
-        eps_value = DenseValue.from_numpy(_array([epsilon], w_spec.dtype))
-        eps = create("constant", [], {"value": eps_value}).results[0]
-        scale = create("div", [gamma, create("sqrt", [create("add", [var, eps]).results[0]]).results[0]]).results[0]
+        scale, shift = _scale_and_shift(bn, w_spec.dtype)
         column = create("reshape", [scale], {"shape": [channels] + [1] * (w_spec.rank - 1)}).results[0]
-        shift = create("sub", [beta, create("mul", [mean, scale]).results[0]]).results[0]
         if bias is not None:
             flat = create("reshape", [bias], {"shape": [math.prod(tensor_spec(bias.type).shape)]}).results[0]
             shift = create("add", [create("mul", [flat, scale]).results[0], shift]).results[0]
@@ -155,6 +159,38 @@ def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
     if add is not None:
         add.erase()
     conv.erase()
+    return True
+
+
+def _scale_and_shift(bn: ir.Operation, dtype: str) -> tuple[ir.Value, ir.Value]:
+    """A batch norm's per-channel scale, gamma / sqrt(var + epsilon), and shift, beta - mean * scale,
+    as ops on its operands (at the current insertion point)."""
+    gamma, beta, mean, var = bn.operands[1:5]
+    epsilon = read_attrs(OPS["batch_norm"], bn)["epsilon"]
+    eps = create("constant", [], {"value": DenseValue.from_numpy(_array([epsilon], dtype))}).results[0]
+    scale = create("div", [gamma, create("sqrt", [create("add", [var, eps]).results[0]]).results[0]]).results[0]
+    shift = create("sub", [beta, create("mul", [mean, scale]).results[0]]).results[0]
+    return scale, shift
+
+
+def fold_alone(bn: ir.Operation, is_weight: _Weights) -> bool:
+    """An `sdc.batch_norm` that `fold` left (of no convolution's result, or of one read again) whose
+    statistics are weights -> `x * scale + shift` with per-channel weights; False when it does not apply."""
+    x = bn.operands[0]
+    x_spec = tensor_spec(x.type)
+    if x_spec.rank < 2 or x_spec.dtype not in NUMPY_FLOATS or not isinstance(x_spec.shape[1], int):
+        return False
+    stats = list(bn.operands[1:5])
+    if not all(is_weight(v) for v in stats):
+        return False
+    if any(tensor_spec(v.type).dtype != x_spec.dtype or tensor_spec(v.type).shape != (x_spec.shape[1],) for v in stats):
+        return False
+    with ir.InsertionPoint(bn), bn.location:
+        scale, shift = _scale_and_shift(bn, x_spec.dtype)
+        scaled = create("mul", [x, _row(scale, x_spec.rank)]).results[0]
+        out = create("add", [scaled, _row(shift, x_spec.rank)])
+    bn.results[0].replace_all_uses_with(out.results[0])
+    bn.erase()
     return True
 
 
@@ -264,7 +300,8 @@ class FoldConvBatchNormPass(ModulePass):
     def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
         is_weight = _Weights()
         for bn in walk_ops(module, "sdc.batch_norm"):
-            fold(bn, is_weight)
+            if not fold(bn, is_weight):
+                fold_alone(bn, is_weight)
         # In program order, so a chain conv -> add -> mul -> add folds link by link. A fold erases the
         # ops it replaces, some of which may be later in the list: skip those without touching them.
         erased: set = set()

@@ -64,3 +64,38 @@ def test_inception_v2_scales_and_shifts_fold_with_the_same_logits():
         assert not any(getattr(u, "name", "") in ("sdc.mul",) for u in users)
     assert np.ptp(before) > 1e-3
     np.testing.assert_allclose(after, before, rtol=1e-4, atol=1e-5 * np.abs(before).max())
+
+
+def test_batch_norm_after_no_convolution_is_a_scale_and_shift_with_onnxruntime_values():
+    """DenseNet's pattern: concat -> BatchNormalization -> Relu -> Conv, the batch norm after no
+    convolution. It becomes x * scale + shift by folded weights; the compiled model matches
+    onnxruntime at two batch sizes (random statistics: variances in (0.5, 1.5), means nonzero)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    import sdc
+
+    rng = np.random.default_rng(11)
+    c = 12
+    inits = [numpy_helper.from_array(rng.standard_normal((c, c, 1, 1)).astype(np.float32) / 3, "w")]
+    for name, low, high in [("gamma", -1.5, 1.5), ("beta", -1, 1), ("mean", -1, 1), ("var", 0.5, 1.5)]:
+        inits.append(numpy_helper.from_array(rng.uniform(low, high, c).astype(np.float32), name))
+    nodes = [
+        helper.make_node("Concat", ["a", "b"], ["cat"], axis=1),
+        helper.make_node("BatchNormalization", ["cat", "gamma", "beta", "mean", "var"], ["bn"], epsilon=1e-3),
+        helper.make_node("Relu", ["bn"], ["r"]),
+        helper.make_node("Conv", ["r", "w"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "bn_alone",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["B", c // 2, 5, 7]) for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", c, 5, 7])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    model.ir_version = 8
+    exe = sdc.compile(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (1, 3):
+        a, b = (rng.standard_normal((batch, c // 2, 5, 7)).astype(np.float32) for _ in range(2))
+        (got,) = exe(a, b)
+        (want,) = session.run(None, {"a": a, "b": b})
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5)

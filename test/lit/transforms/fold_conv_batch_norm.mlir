@@ -14,9 +14,9 @@
 // CHECK: %[[VE:.*]] = "sdc.add"(%[[V]], %[[EPS]])
 // CHECK: %[[SD:.*]] = "sdc.sqrt"(%[[VE]])
 // CHECK: %[[SCALE:.*]] = "sdc.div"(%[[G]], %[[SD]])
-// CHECK: %[[COL:.*]] = "sdc.reshape"(%[[SCALE]]) {shape = [4, 1, 1, 1]}
 // CHECK: %[[MS:.*]] = "sdc.mul"(%[[M]], %[[SCALE]])
 // CHECK: %[[SHIFT:.*]] = "sdc.sub"(%[[B]], %[[MS]])
+// CHECK: %[[COL:.*]] = "sdc.reshape"(%[[SCALE]]) {shape = [4, 1, 1, 1]}
 // CHECK: %[[ROW:.*]] = "sdc.reshape"(%[[SHIFT]]) {shape = [1, 4, 1, 1]}
 // CHECK: %[[W2:.*]] = "sdc.mul"(%[[W]], %[[COL]])
 // CHECK: %[[Y:.*]] = "sdc.conv"(%[[X]], %[[W2]]) {{.*}}pads = array<i64: 1, 1, 1, 1>
@@ -64,9 +64,14 @@ func.func @conv_bias_then_batch_norm(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8x
 
 // -----
 
-// The convolution's result is read twice: folding would compute the convolution twice. Left alone.
+// The convolution's result is read twice: folding into it would compute the convolution twice. The
+// batch norm becomes a per-channel scale and shift of the one result instead.
 // CHECK-LABEL: func.func @conv_result_read_twice
-// CHECK: "sdc.batch_norm"
+// CHECK: %[[Y:.*]] = "sdc.conv"
+// CHECK: %[[S:.*]] = "sdc.mul"(%[[Y]], %{{.*}})
+// CHECK: %[[Z:.*]] = "sdc.add"(%[[S]], %{{.*}})
+// CHECK-NOT: sdc.batch_norm
+// CHECK: return %[[Y]], %[[Z]]
 func.func @conv_result_read_twice(%x: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) {
   %w = "sdc.parameter"() {name = "w"} : () -> tensor<4x4x1x1xf32>
   %g = "sdc.parameter"() {name = "gamma"} : () -> tensor<4xf32>
@@ -96,9 +101,26 @@ func.func @statistics_from_an_input(%x: tensor<2x4x8x8xf32>, %m: tensor<4xf32>) 
 
 // -----
 
-// A batch norm of something other than a convolution stays.
+// A batch norm of something other than a convolution: x * scale + shift, by per-channel weights
+// computed from the parameters.
 // CHECK-LABEL: func.func @batch_norm_of_an_input
-// CHECK: "sdc.batch_norm"
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<2x4x8x8xf32>)
+// CHECK-DAG: %[[G:.*]] = "sdc.parameter"() {name = "gamma"}
+// CHECK-DAG: %[[B:.*]] = "sdc.parameter"() {name = "beta"}
+// CHECK-DAG: %[[M:.*]] = "sdc.parameter"() {name = "mean"}
+// CHECK-DAG: %[[V:.*]] = "sdc.parameter"() {name = "var"}
+// CHECK: %[[EPS:.*]] = "sdc.constant"() {value = dense<9.99999974E-6> : tensor<1xf32>}
+// CHECK: %[[VE:.*]] = "sdc.add"(%[[V]], %[[EPS]])
+// CHECK: %[[SD:.*]] = "sdc.sqrt"(%[[VE]])
+// CHECK: %[[SCALE:.*]] = "sdc.div"(%[[G]], %[[SD]])
+// CHECK: %[[MS:.*]] = "sdc.mul"(%[[M]], %[[SCALE]])
+// CHECK: %[[SHIFT:.*]] = "sdc.sub"(%[[B]], %[[MS]])
+// CHECK: %[[ROW:.*]] = "sdc.reshape"(%[[SCALE]]) {shape = [1, 4, 1, 1]}
+// CHECK: %[[XS:.*]] = "sdc.mul"(%[[X]], %[[ROW]])
+// CHECK: %[[ROW2:.*]] = "sdc.reshape"(%[[SHIFT]]) {shape = [1, 4, 1, 1]}
+// CHECK: %[[Z:.*]] = "sdc.add"(%[[XS]], %[[ROW2]])
+// CHECK-NOT: sdc.batch_norm
+// CHECK: return %[[Z]]
 func.func @batch_norm_of_an_input(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
   %g = "sdc.parameter"() {name = "gamma"} : () -> tensor<4xf32>
   %b = "sdc.parameter"() {name = "beta"} : () -> tensor<4xf32>
