@@ -457,46 +457,57 @@ static inline vf max_nan(vf acc, vf v) { return pick((v > acc) | (v != v), v, ac
 /* Result rows [row0, row1) of the flattened (n, oh) of a 2-d max pooling over channels-last x
  * [N][H][W][C] into y [N][OH][OW][C]; q as the convolutions' (G = C, no weights). Taps on the padding
  * are skipped (the padding is -inf), so a window wholly on it gives -inf. */
-static void max_pool_rows(const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1) {
+static void max_pool_rows(const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1,
+                          const float **taps) {
   const int64_t H = q[1], W = q[2], C = q[3], KH = q[7], KW = q[8];
   const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
   for (int64_t row = row0; row < row1; ++row) {
     const int64_t n = row / OH, oh = row % OH;
     for (int64_t ow = 0; ow < OW; ++ow) {
-      float *out = y + (row * OW + ow) * C;
-      for (int64_t c = 0; c < C; c += LANES) {
-        const int64_t lanes = C - c < LANES ? C - c : LANES;
-        vf acc = splat(-__builtin_inff());
-        for (int64_t kh = 0; kh < KH; ++kh) {
-          const int64_t ih = oh * SH - PT + kh * DH;
-          if (ih < 0 || ih >= H) continue;
-          for (int64_t kw = 0; kw < KW; ++kw) {
-            const int64_t iw = ow * SW - PL + kw * DW;
-            if (iw < 0 || iw >= W) continue;
-            const float *in = x + ((n * H + ih) * W + iw) * C + c;
-            acc = max_nan(acc, lanes == LANES ? ld(in) : ld_n(in, lanes));
-          }
+      int64_t used = 0; /* the window's input pixels, once for all its channels */
+      for (int64_t kh = 0; kh < KH; ++kh) {
+        const int64_t ih = oh * SH - PT + kh * DH;
+        if (ih < 0 || ih >= H) continue;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t iw = ow * SW - PL + kw * DW;
+          if (iw >= 0 && iw < W) taps[used++] = x + ((n * H + ih) * W + iw) * C;
         }
-        if (lanes == LANES) st(out + c, acc);
-        else st_n(out + c, acc, lanes);
+      }
+      float *out = y + (row * OW + ow) * C;
+      int64_t c = 0;
+      for (; c + LANES <= C; c += LANES) {
+        vf acc = splat(-__builtin_inff());
+        for (int64_t t = 0; t < used; ++t) acc = max_nan(acc, ld(taps[t] + c));
+        st(out + c, acc);
+      }
+      if (c < C) {
+        vf acc = splat(-__builtin_inff());
+        for (int64_t t = 0; t < used; ++t) acc = max_nan(acc, ld_n(taps[t] + c, C - c));
+        st_n(out + c, acc, C - c);
       }
     }
   }
 }
 
+static int max_pool_part(const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1) {
+  const float **taps = malloc(sizeof(float *) * (size_t)(q[7] * q[8] + 1));
+  if (!taps) return 1;
+  max_pool_rows(x, y, q, row0, row1, taps);
+  free(taps);
+  return 0;
+}
+
 int sdc_max_pool_f32(const float *x, float *y, const int64_t *q) {
   const int64_t rows = q[0] * q[15];
   const int threads = q[17] > 1 ? (int)q[17] : 1;
-  if (threads == 1) {
-    max_pool_rows(x, y, q, 0, rows);
-    return 0;
-  }
-#pragma omp parallel num_threads(threads)
+  if (threads == 1) return max_pool_part(x, y, q, 0, rows);
+  int failed = 0;
+#pragma omp parallel num_threads(threads) reduction(|: failed)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    max_pool_rows(x, y, q, rows * t / nt, rows * (t + 1) / nt);
+    failed |= max_pool_part(x, y, q, rows * t / nt, rows * (t + 1) / nt);
   }
-  return 0;
+  return failed;
 }
 
 /* ---------------------------------------------------------------- channel shuffle */
