@@ -513,8 +513,10 @@ int sdc_max_pool_f32(const float *x, float *y, const int64_t *q) {
 /* ---------------------------------------------------------------- channel shuffle */
 
 /* out[p][j][i] = in[p][i][j] for in [P][A][B]: a channel shuffle of channels-last pixels (the channels
- * split into A groups of B, transposed). */
-int sdc_block_transpose_f32(const float *restrict in, float *restrict out, int64_t P, int64_t A, int64_t B) {
+ * split into A groups of B, transposed), the pixels split over `threads`. */
+int sdc_block_transpose_f32(const float *restrict in, float *restrict out, int64_t P, int64_t A, int64_t B,
+                            int64_t threads) {
+#pragma omp parallel for num_threads(threads > 1 ? (int)threads : 1) if (threads > 1) schedule(static)
   for (int64_t p = 0; p < P; ++p) {
     const float *restrict s = in + p * A * B;
     float *restrict d = out + p * A * B;

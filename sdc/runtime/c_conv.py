@@ -77,7 +77,7 @@ def library() -> ctypes.PyDLL | None:
         for name in ("sdc_conv_grouped_f32", "sdc_conv_depthwise_f32"):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = pointers, ctypes.c_int
-        lib.sdc_block_transpose_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 3
+        lib.sdc_block_transpose_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 4
         lib.sdc_block_transpose_f32.restype = ctypes.c_int
         lib.sdc_max_pool_f32.argtypes = [ctypes.c_void_p] * 3
         lib.sdc_max_pool_f32.restype = ctypes.c_int
@@ -204,7 +204,7 @@ def block_transpose(data: torch.Tensor, a: int, b: int) -> torch.Tensor | None:
         return None
     n, c, h, w = data.shape
     out = torch.empty((n, h, w, c), dtype=torch.float32)
-    lib.sdc_block_transpose_f32(data.data_ptr(), out.data_ptr(), n * h * w, a, b)
+    lib.sdc_block_transpose_f32(data.data_ptr(), out.data_ptr(), n * h * w, a, b, torch.get_num_threads())
     return out.permute(0, 3, 1, 2)
 
 

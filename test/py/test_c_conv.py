@@ -159,10 +159,16 @@ def test_packed_conv_runs_grouped_convolutions_through_the_c_kernel(monkeypatch,
 
 
 @pytest.mark.parametrize("shape,a", [((1, 112, 5, 7), 4), ((2, 6, 3, 3), 3), ((1, 544, 1, 2), 4)])
-def test_channel_shuffle(shape, a):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_channel_shuffle(shape, a, threads):
     x = _channels_last(*shape)
     b = shape[1] // a
-    got = c_conv.block_transpose(x, a, b)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = c_conv.block_transpose(x, a, b)
+    finally:
+        torch.set_num_threads(before)
     want = x.numpy().reshape(shape[0], a, b, *shape[2:]).swapaxes(1, 2).reshape(shape)
     assert got.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_array_equal(got.numpy(), want)
