@@ -91,7 +91,7 @@ static inline vf activate(vf v, const act_t *a) {
 static inline vf ld_n(const float *p, int64_t n) {
 #if defined(__AVX512F__)
   return (vf)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
-#elif defined(__AVX__)
+#elif defined(__AVX2__)
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   return (vf)_mm256_maskload_ps(p, mask);
 #else
@@ -104,7 +104,7 @@ static inline vf ld_n(const float *p, int64_t n) {
 static inline void st_n(float *p, vf v, int64_t n) {
 #if defined(__AVX512F__)
   _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v);
-#elif defined(__AVX__)
+#elif defined(__AVX2__)
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   _mm256_maskstore_ps(p, mask, (__m256)v);
 #else

@@ -5,6 +5,7 @@ and that the runtime's convolution kernel (`packed_conv`) and the executor's cha
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -51,6 +52,17 @@ def _reference(x, w, bias, a, other=None, unary=None, unary_attrs=None) -> np.nd
 
 def _channels_last(*shape) -> torch.Tensor:
     return torch.randn(*shape).contiguous(memory_format=torch.channels_last)
+
+
+@contextlib.contextmanager
+def _threads(count: int):
+    """torch's thread count `count` inside (the kernels split their work over it), restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 CASES = [  # (input shape, out channels, kernel, strides, pads, dilations, groups)
@@ -163,12 +175,8 @@ def test_packed_conv_runs_grouped_convolutions_through_the_c_kernel(monkeypatch,
 def test_channel_shuffle(shape, a, threads):
     x = _channels_last(*shape)
     b = shape[1] // a
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with _threads(threads):
         got = c_conv.block_transpose(x, a, b)
-    finally:
-        torch.set_num_threads(before)
     want = x.numpy().reshape(shape[0], a, b, *shape[2:]).swapaxes(1, 2).reshape(shape)
     assert got.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_array_equal(got.numpy(), want)
@@ -177,18 +185,14 @@ def test_channel_shuffle(shape, a, threads):
 
 @pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize("groups,out_channels", [(4, 136), (34, 34)])
-def test_rows_split_over_threads(threads, groups, out_channels):
-    """torch's thread count splits the result's rows (7 x 5 of them here: not a multiple of the count)."""
+def test_work_split_over_threads(threads, groups, out_channels):
+    """torch's thread count splits the result's tiles (of 5 images of 7 x 9 pixels: no multiple of it)."""
     a = dict(strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], groups=groups)
     w = torch.randn(out_channels, 136 // groups if groups == 4 else 1, 3, 3) / 6
     x, bias = _channels_last(5, 136 if groups == 4 else 34, 7, 9), torch.randn(out_channels)
     conv = c_conv.prepare(w, a, "relu", {})
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with _threads(threads):
         got = conv(x, bias, None)
-    finally:
-        torch.set_num_threads(before)
     np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a, unary="relu"), **TOLERANCE)
 
 
@@ -224,12 +228,8 @@ def test_max_pool_matches_float64(xs, kernel, strides, pads, dilations, ceil_mod
     op = get_op("max_pool").ref
     run = c_conv.max_pool_kernel(lambda env, attrs, x: ref_calls.append(1) or op(env, attrs, x), a)
     x = _channels_last(*xs)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with _threads(threads):
         got = run(None, a, x)
-    finally:
-        torch.set_num_threads(before)
     assert not ref_calls and got.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_array_equal(got.numpy(), _max_pool_reference(x, a).astype(np.float32))
     np.testing.assert_array_equal(run(None, a, x.contiguous()).numpy(), got.numpy())  # row-major: the reference
