@@ -57,7 +57,7 @@ typedef int32_t vi __attribute__((vector_size(LANES * 4)));
 static inline vf ld(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
 static inline void st(float *p, vf v) { memcpy(p, &v, sizeof v); }
 static inline vf splat(float s) {
-  vf v;
+  vf v = {0};
   for (int i = 0; i < LANES; ++i) v[i] = s;
   return v;
 }
@@ -182,7 +182,7 @@ typedef float vh __attribute__((vector_size(32)));
 
 static inline vh ldh(const float *p) { vh v; memcpy(&v, p, sizeof v); return v; }
 static inline vh splath(float s) {
-  vh v;
+  vh v = {0};
   for (int i = 0; i < 8; ++i) v[i] = s;
   return v;
 }
