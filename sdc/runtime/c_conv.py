@@ -215,7 +215,7 @@ def max_pool_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
     from sdc.dialect.shapes import window_out
 
     kernel = [int(k) for k in attrs["kernel"]]
-    if len(kernel) != 2 or min(kernel) < 1:
+    if len(kernel) != 2 or min(kernel) < 1 or not c_kernels_enabled():
         return ref
     strides = [int(s) for s in attrs.get("strides") or [1, 1]]
     dilations = [int(d) for d in attrs.get("dilations") or [1, 1]]
@@ -224,11 +224,14 @@ def max_pool_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
     if len(strides) != 2 or len(dilations) != 2 or len(pads) != 4 or min(strides + dilations) < 1 or min(pads) < 0:
         return ref
 
+    lib = None  # compiled at the first call it serves (not at all for a plan on a GPU)
+
     def run(env, a, x):
+        nonlocal lib
         if not (x.dtype == torch.float32 and x.dim() == 4 and x.device.type == "cpu" and x.numel() > 0
                 and x.is_contiguous(memory_format=torch.channels_last)):
             return ref(env, a, x)
-        lib = library()
+        lib = lib or library()
         n, c, h, w = x.shape
         oh = window_out(h, kernel[0], strides[0], pads[0], pads[2], dilations[0], ceil_mode)
         ow = window_out(w, kernel[1], strides[1], pads[1], pads[3], dilations[1], ceil_mode)

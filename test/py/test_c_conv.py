@@ -144,6 +144,9 @@ def test_which_convolutions_and_calls_it_takes(monkeypatch):
     assert conv(_channels_last(1, 8, 4, 4), torch.randn(7), None) is None  # a bias of other length
     monkeypatch.setenv("SDC_C_KERNELS", "0")
     assert c_conv.prepare(torch.randn(8, 4, 1, 1), {**a, "groups": 2}, None, {}) is None
+    pool = dict(kernel=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], dilations=[1, 1], ceil_mode=False)
+    ref = get_op("max_pool").ref
+    assert c_conv.max_pool_kernel(ref, pool) is ref
 
 
 @pytest.mark.parametrize("unary,unary_attrs,adds", [(None, {}, False), ("relu", {}, True), ("sigmoid", {}, False),
