@@ -3,7 +3,7 @@
  * The runtime compiles this file once per host (sdc/runtime/c_conv.py, through the cache of
  * c_launcher.build_library) and calls it for the convolutions oneDNN runs far from the machine's
  * peak: grouped ones (ShuffleNet's 1x1 convolutions of 4 groups) and depthwise ones (MobileNet's);
- * besides them, max pooling and the channel shuffle of channels-last tensors.
+ * besides them, max and average pooling and the channel shuffle of channels-last tensors.
  * Each thread allocates only a zeroed row and pointer lists it frees; a function returns 0, or 1 when
  * those could not be allocated (the caller then runs oneDNN).
  *
@@ -449,7 +449,7 @@ int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, co
   OVER_TILES(depthwise_tiles, q[0] * q[15] * ((q[16] + DW_PIXELS - 1) / DW_PIXELS))
 }
 
-/* ---------------------------------------------------------------- max pooling */
+/* ---------------------------------------------------------------- pooling */
 
 /* A NaN-propagating max, as torch's pooling: once a window meets a NaN, the result is NaN. */
 static inline vf max_nan(vf acc, vf v) { return pick((v > acc) | (v != v), v, acc); }
@@ -506,6 +506,66 @@ int sdc_max_pool_f32(const float *x, float *y, const int64_t *q) {
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     failed |= max_pool_part(x, y, q, rows * t / nt, rows * (t + 1) / nt);
+  }
+  return failed;
+}
+
+/* Average pooling, as max_pool_rows; q[18], q[19]: the bottom and right pads, q[20]: whether taps on
+ * the pads count in the divisor (count_include_pad). Taps past the pads (a ceil_mode window) never
+ * count; a window that reads no counted tap divides 0 by 0, as the reference does. */
+static void avg_pool_rows(const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1,
+                          const float **taps) {
+  const int64_t H = q[1], W = q[2], C = q[3], KH = q[7], KW = q[8];
+  const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
+  const int64_t PB = q[18], PR = q[19], with_pads = q[20];
+  for (int64_t row = row0; row < row1; ++row) {
+    const int64_t n = row / OH, oh = row % OH;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      int64_t used = 0, counted = 0;
+      for (int64_t kh = 0; kh < KH; ++kh) {
+        const int64_t ih = oh * SH - PT + kh * DH;
+        const int in_h = ih >= 0 && ih < H, pad_h = ih >= -PT && ih < H + PB;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t iw = ow * SW - PL + kw * DW;
+          const int in_w = iw >= 0 && iw < W, pad_w = iw >= -PL && iw < W + PR;
+          if (in_h && in_w) taps[used++] = x + ((n * H + ih) * W + iw) * C;
+          counted += (in_h && in_w) || (with_pads && pad_h && pad_w);
+        }
+      }
+      const vf count = splat((float)counted);
+      float *out = y + (row * OW + ow) * C;
+      int64_t c = 0;
+      for (; c + LANES <= C; c += LANES) {
+        vf acc = splat(0.0f);
+        for (int64_t t = 0; t < used; ++t) acc += ld(taps[t] + c);
+        st(out + c, acc / count);
+      }
+      if (c < C) {
+        vf acc = splat(0.0f);
+        for (int64_t t = 0; t < used; ++t) acc += ld_n(taps[t] + c, C - c);
+        st_n(out + c, acc / count, C - c);
+      }
+    }
+  }
+}
+
+static int avg_pool_part(const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1) {
+  const float **taps = malloc(sizeof(float *) * (size_t)(q[7] * q[8] + 1));
+  if (!taps) return 1;
+  avg_pool_rows(x, y, q, row0, row1, taps);
+  free(taps);
+  return 0;
+}
+
+int sdc_avg_pool_f32(const float *x, float *y, const int64_t *q) {
+  const int64_t rows = q[0] * q[15];
+  const int threads = q[17] > 1 ? (int)q[17] : 1;
+  if (threads == 1) return avg_pool_part(x, y, q, 0, rows);
+  int failed = 0;
+#pragma omp parallel num_threads(threads) reduction(|: failed)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    failed |= avg_pool_part(x, y, q, rows * t / nt, rows * (t + 1) / nt);
   }
   return failed;
 }

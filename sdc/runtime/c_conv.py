@@ -21,9 +21,9 @@ without OpenMP builds it single-threaded. A host without a C compiler, or `SDC_C
 runs every convolution through oneDNN.
 
 Also here: the channel shuffle of a channels-last float32 tensor as one pass of small transposes
-(`block_transpose`), 2-3x faster than torch's strided copy of it; and 2-d max pooling of one
-(`max_pool_kernel`), vectorized over the channels as they lie (torch's took 265 us for ShuffleNet's
-first pooling, onnxruntime's 78).
+(`block_transpose`), 2-3x faster than torch's strided copy of it; and 2-d max and average pooling
+of one (`pool_kernel`), vectorized over the channels as they lie (torch's max pooling took 265 us for
+ShuffleNet's first, onnxruntime's 78).
 
 Measured on this project's 2-core AMD EPYC (AVX-512), one thread, each kernel alone against oneDNN's
 prepacked call with its post-op (2026-12-04), as a fraction of oneDNN's time: ShuffleNet's grouped 1x1
@@ -79,8 +79,9 @@ def library() -> ctypes.PyDLL | None:
             fn.argtypes, fn.restype = pointers, ctypes.c_int
         lib.sdc_block_transpose_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 4
         lib.sdc_block_transpose_f32.restype = ctypes.c_int
-        lib.sdc_max_pool_f32.argtypes = [ctypes.c_void_p] * 3
-        lib.sdc_max_pool_f32.restype = ctypes.c_int
+        for name in ("sdc_max_pool_f32", "sdc_avg_pool_f32"):
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = [ctypes.c_void_p] * 3, ctypes.c_int
         _library = lib
     return _library or None
 
@@ -208,10 +209,13 @@ def block_transpose(data: torch.Tensor, a: int, b: int) -> torch.Tensor | None:
     return out.permute(0, 3, 1, 2)
 
 
-def max_pool_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
-    """The max_pool op's kernel: 2-d pooling of a float32 channels-last CPU tensor in C (the windows'
-    geometry from `attrs`, ceil_mode included: taps past the input or on the pads are skipped, as the
-    reference's -inf padding reads), any other operand through `ref` (the reference semantics)."""
+def pool_kernel(name: str, ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
+    """The kernel of op `name` (max_pool or avg_pool): 2-d pooling of a float32 channels-last CPU
+    tensor in C, any other operand through `ref` (the reference semantics). The windows' geometry
+    comes from `attrs`, ceil_mode included: max pooling skips the taps past the input (the
+    reference's -inf padding); average pooling sums the taps in the input and divides by the taps
+    that count (those on the pads too with count_include_pad, never those past the pads), as the
+    reference's padded sums and mask do."""
     from sdc.dialect.shapes import window_out
 
     kernel = [int(k) for k in attrs["kernel"]]
@@ -223,7 +227,8 @@ def max_pool_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
     ceil_mode = bool(attrs.get("ceil_mode"))
     if len(strides) != 2 or len(dilations) != 2 or len(pads) != 4 or min(strides + dilations) < 1 or min(pads) < 0:
         return ref
-
+    with_pads = int(bool(attrs.get("count_include_pad")))
+    entry = {"max_pool": "sdc_max_pool_f32", "avg_pool": "sdc_avg_pool_f32"}[name]
     lib = None  # compiled at the first call it serves (not at all for a plan on a GPU)
 
     def run(env, a, x):
@@ -238,9 +243,10 @@ def max_pool_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
         if lib is None or oh <= 0 or ow <= 0:
             return ref(env, a, x)
         y = torch.empty((n, oh, ow, c), dtype=torch.float32)
-        sizes = (ctypes.c_int64 * 18)(n, h, w, c, 1, 1, 1, kernel[0], kernel[1], strides[0], strides[1],
-                                      pads[0], pads[1], dilations[0], dilations[1], oh, ow, torch.get_num_threads())
-        if lib.sdc_max_pool_f32(x.data_ptr(), y.data_ptr(), sizes):  # its tap list not allocated
+        sizes = (ctypes.c_int64 * 21)(n, h, w, c, 1, 1, 1, kernel[0], kernel[1], strides[0], strides[1],
+                                      pads[0], pads[1], dilations[0], dilations[1], oh, ow, torch.get_num_threads(),
+                                      pads[2], pads[3], with_pads)
+        if getattr(lib, entry)(x.data_ptr(), y.data_ptr(), sizes):  # its tap list not allocated
             return ref(env, a, x)
         return y.permute(0, 3, 1, 2)
 

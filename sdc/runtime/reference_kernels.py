@@ -90,8 +90,8 @@ def reference_kernel(name: str, ref: Kernel, in_place: int | None = None,
     dim), a kernel can prepare work that depends only on those once, instead of on every call."""
     if name == "layout_cast":
         return layout_cast
-    if name == "max_pool" and in_place is None and attrs is not None:
-        return c_conv.max_pool_kernel(ref, attrs)  # a channels-last float32 CPU operand: C, else `ref`
+    if name in ("max_pool", "avg_pool") and in_place is None and attrs is not None:
+        return c_conv.pool_kernel(name, ref, attrs)  # a channels-last float32 CPU operand: C, else `ref`
     if name == "conv" and in_place is None and attrs is not None:
         weight = constants[1] if len(constants) > 1 else None
         packed = packed_conv(ref, attrs, weight, input_shape) if weight is not None else None

@@ -146,7 +146,7 @@ def test_which_convolutions_and_calls_it_takes(monkeypatch):
     assert c_conv.prepare(torch.randn(8, 4, 1, 1), {**a, "groups": 2}, None, {}) is None
     pool = dict(kernel=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], dilations=[1, 1], ceil_mode=False)
     ref = get_op("max_pool").ref
-    assert c_conv.max_pool_kernel(ref, pool) is ref
+    assert c_conv.pool_kernel("max_pool", ref, pool) is ref
 
 
 @pytest.mark.parametrize("unary,unary_attrs,adds", [(None, {}, False), ("relu", {}, True), ("sigmoid", {}, False),
@@ -229,7 +229,7 @@ def test_max_pool_matches_float64(xs, kernel, strides, pads, dilations, ceil_mod
     a = dict(kernel=kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode)
     ref_calls = []
     op = get_op("max_pool").ref
-    run = c_conv.max_pool_kernel(lambda env, attrs, x: ref_calls.append(1) or op(env, attrs, x), a)
+    run = c_conv.pool_kernel("max_pool", lambda env, attrs, x: ref_calls.append(1) or op(env, attrs, x), a)
     x = _channels_last(*xs)
     with _threads(threads):
         got = run(None, a, x)
@@ -244,6 +244,45 @@ def test_max_pool_propagates_nan():
     x = _channels_last(1, 17, 4, 4)
     x[0, 16, 0, 1] = math.nan  # the lane past the last whole vector, window (0, 0)
     x[0, 3, 3, 3] = math.nan
-    got = c_conv.max_pool_kernel(get_op("max_pool").ref, a)(None, a, x)
+    got = c_conv.pool_kernel("max_pool", get_op("max_pool").ref, a)(None, a, x)
     assert torch.isnan(got[0, 16, 0, 0]) and torch.isnan(got[0, 3, 1, 1])
     assert int(torch.isnan(got).sum()) == 2
+
+
+AVG_POOLS = [  # (input shape, kernel, strides, pads, dilations, ceil_mode, count_include_pad)
+    ((1, 24, 28, 28), [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], False, False),  # ShuffleNet's
+    ((1, 20, 9, 8), [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], False, True),  # Inception's, counting the pads
+    ((2, 17, 9, 8), [3, 2], [2, 3], [0, 1, 2, 0], [1, 2], False, True),  # asymmetric pads, dilated
+    ((1, 5, 6, 7), [3, 3], [2, 2], [1, 0, 1, 0], [1, 1], True, True),  # a last window past the pads
+    ((1, 5, 6, 7), [3, 3], [2, 2], [1, 0, 1, 0], [1, 1], True, False),
+]
+
+
+@pytest.mark.parametrize("xs,kernel,strides,pads,dilations,ceil_mode,count_include_pad", AVG_POOLS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_avg_pool_matches_float64(xs, kernel, strides, pads, dilations, ceil_mode, count_include_pad, threads):
+    """Against float64 sums over windows of a zero-padded copy divided by the windows' counted cells
+    (a padded mask of ones: 1 on the input, on the pads too with count_include_pad, 0 past them)."""
+    a = dict(kernel=kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode,
+             count_include_pad=count_include_pad)
+    ref_calls = []
+    op = get_op("avg_pool").ref
+    run = c_conv.pool_kernel("avg_pool", lambda env, attrs, x: ref_calls.append(1) or op(env, attrs, x), a)
+    x = _channels_last(*xs)
+    with _threads(threads):
+        got = run(None, a, x)
+    assert not ref_calls and got.is_contiguous(memory_format=torch.channels_last)
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    oh, ow = got.shape[2], got.shape[3]
+    grow = [max(0, (o - 1) * s + d * (k - 1) + 1 - (size + p0 + p1))
+            for o, s, d, k, size, p0, p1 in [(oh, sh, dh, kh, xs[2], pads[0], pads[2]), (ow, sw, dw, kw, xs[3], pads[1], pads[3])]]
+    spec = [pads[1], pads[3] + grow[1], pads[0], pads[2] + grow[0]]
+    xp = F.pad(x.double(), spec)
+    ones = torch.ones(1, 1, *xs[2:], dtype=torch.float64)
+    mask = F.pad(F.pad(ones, [pads[1], pads[3], pads[0], pads[2]], value=1.0), [0, grow[1], 0, grow[0]]) \
+        if count_include_pad else F.pad(ones, spec)
+    unfold = lambda t: F.unfold(t.reshape(-1, 1, *t.shape[2:]), (kh, kw), dilation=(dh, dw), stride=(sh, sw)).sum(1)
+    want = (unfold(xp).reshape(xs[0], xs[1], oh, ow) / unfold(mask).reshape(1, 1, oh, ow)).numpy()
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run(None, a, x.contiguous()).numpy(), got.numpy(), rtol=1e-5, atol=1e-6)
+    assert ref_calls == [1]  # row-major: the reference's pooling
