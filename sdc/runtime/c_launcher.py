@@ -22,7 +22,10 @@ The kernel ABI (what sdc/codegen/cpu renders and this module calls):
   channels-last value lies) and makes a result's value the view of its buffer with the order undone.
 - Element storage: f64 double, f32 float, i64 int64_t, i32 int32_t, i16 int16_t, i8 int8_t,
   ui8 uint8_t, i1 one byte 0/1 (torch's bool).
-- A kernel is single-threaded and allocates no more than a per-call scratch it frees. It returns
+- An elementwise kernel over more than `LARGE_ELEMENTS` elements splits its outer loops over OpenMP's
+  threads (the library is built with `-fopenmp` where the compiler has it, and links the libgomp
+  torch loaded: torch's thread count is its team size); any other kernel is single-threaded. A
+  kernel allocates no more than a per-call scratch it frees. It returns
   0, or nonzero when it could not compute the results: a gather index out of range (the element
   reads 0 and the kernel goes on), its scratch not allocated. The launcher then runs the group's
   torch ops, whose reference semantics say what such a call does (an index error names the op).
@@ -39,7 +42,8 @@ as its `fallback` (the ops through torch), which a call runs instead of the kern
 - `SDC_C_KERNELS=0` was set when the artifact was loaded (for A/B measurements);
 - the call's arguments do not fit the kernel (a size-1 operand broadcasting at run time);
 - the kernel returned nonzero (above);
-- the work is large and torch runs with more than one thread (`LARGE_ELEMENTS`, `LARGE_MACS`), or
+- the work is large and torch runs with more than one thread (`LARGE_ELEMENTS`, `LARGE_MACS`), except
+  for an elementwise kernel built with OpenMP, which then runs over those threads itself, or
   the executor's tensors are not on the CPU.
 
 One executor's calls run one at a time: each launch fills its own preallocated pointer array.
@@ -73,6 +77,7 @@ from sdc.runtime.triton_launcher import read_domain
 C_CACHE_ENV = "SDC_C_CACHE_DIR"  # where compiled kernel libraries are kept (default ~/.cache/sdc/c)
 CFLAGS = ("-O2", "-march=native", "-std=c11", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math")
 COMPILE_TIMEOUT_S = 300
+OPENMP = ("-fopenmp",)  # the flags that build a library whose OpenMP pragmas run in parallel
 C_KERNELS_ENV = "SDC_C_KERNELS"  # 0/off: no C kernels planned (compile), every C launch through torch (load)
 
 _LOADED: dict[str, ctypes.PyDLL] = {}  # library path -> the loaded library, for the process
@@ -201,6 +206,7 @@ class CLibraries:
     def __init__(self) -> None:
         self.enabled = c_kernels_enabled()
         self.built: dict[str, ctypes.PyDLL | None] = {}  # source file -> its library (None: not built)
+        self.parallel: dict[str, bool] = {}  # source file -> built with OpenMP (its pragmas split the work)
         self.warned = False
 
     def library(self, source: str, sources: Any) -> ctypes.PyDLL | None:
@@ -210,8 +216,13 @@ class CLibraries:
             return None
         if source not in self.built:
             text, _digest = sources.read(source)
+            self.parallel[source] = False
             try:
-                self.built[source] = build_library(text)
+                try:  # with OpenMP: torch's libgomp (one soname), so its threads and their wait policy
+                    self.built[source] = build_library(text, OPENMP)
+                    self.parallel[source] = True
+                except CCompileError:  # a compiler without OpenMP: the pragmas are ignored
+                    self.built[source] = build_library(text)
             except CCompileError as e:
                 self.built[source] = None
                 self._warn(f"{sources.root}/{source}" if hasattr(sources, "root") else source, str(e))
@@ -267,6 +278,9 @@ class CLaunch:
     # None: row-major (`physical`: any is not None; such a launch is not part of a CSegment)
     arg_layouts: tuple[tuple[int, ...] | None, ...] = ()
     result_layouts: tuple[tuple[int, ...] | None, ...] = ()
+    # an elementwise kernel built with OpenMP: large work runs it over torch's threads (the renderer's
+    # pragma), not the torch ops
+    parallel: bool = False
     physical: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -324,7 +338,8 @@ class CLaunch:
             if state.current != state.threads:  # a small product before set one thread: this work takes all
                 torch.set_num_threads(state.threads)
                 state.current = state.threads
-            return self.run_fallback(vals, state)
+            if not self.parallel:
+                return self.run_fallback(vals, state)
         try:
             copies = self._bind(tensors, vals, known)
         except RuntimeError as e:  # the allocator's (the limit was checked when the shapes settled)
@@ -455,4 +470,5 @@ def prepare_c_launch(step: S.Launch, slots: dict[str, int], values: dict[str, S.
         result_slots=tuple(slots[r.value] for r in spec.results),
         result_dtypes=tuple(dtypes.to_torch(values[r.value].dtype) for r in spec.results),
         fallback=tuple(fallback), scratch=scratch,
+        parallel=fn is not None and spec.template == "elementwise" and libraries.parallel.get(spec.source, False),
         pointers=(ctypes.c_void_p * max(1, len(spec.args) + len(spec.results)))())

@@ -221,6 +221,8 @@ def test_a_run_time_broadcast_runs_the_fallback(tmp_path):
 
 
 def test_large_work_runs_the_fallback_when_torch_has_threads(tmp_path):
+    """Large work at 2 threads: an elementwise kernel built with OpenMP runs itself over the threads;
+    one built without (a compiler without OpenMP) runs the torch ops, which use them."""
     (add, _), (add_ref, _) = _launches(tmp_path)
     x, y = torch.randn(300, 256), torch.randn(300, 256)  # 76800 elements > LARGE_ELEMENTS
     assert x.numel() > C.LARGE_ELEMENTS
@@ -228,6 +230,12 @@ def test_large_work_runs_the_fallback_when_torch_has_threads(tmp_path):
     add(vals, _state(threads=1))
     torch.testing.assert_close(vals[SLOTS["t"]], x + y, rtol=1e-6, atol=1e-6)
     assert add_ref.calls == 0
+    assert add.parallel  # this host's compiler has OpenMP
+    vals = _vals(x=x, y=y)
+    add(vals, _state(threads=2))
+    torch.testing.assert_close(vals[SLOTS["t"]], x + y, rtol=1e-6, atol=1e-6)
+    assert add_ref.calls == 0
+    object.__setattr__(add, "parallel", False)
     vals = _vals(x=x, y=y)
     add(vals, _state(threads=2))
     torch.testing.assert_close(vals[SLOTS["t"]], x + y)

@@ -288,3 +288,48 @@ def test_c_kernels_read_channels_last_values_as_they_lie(tmp_path, monkeypatch):
     finally:
         torch.set_num_threads(before)
     assert made_dense == []
+
+
+class _Residual(torch.nn.Module):
+    """An elementwise group over more elements than one thread takes (torch's LARGE_ELEMENTS), with an
+    embedding's gather: the C kernel splits its outer loops over OpenMP threads at 2 threads."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Embedding(1000, 96)
+
+    def forward(self, x, ids):
+        return torch.tanh(x * 1.5 + self.table(ids)) - x
+
+
+def test_a_large_elementwise_group_runs_in_parallel_with_the_same_values(tmp_path):
+    """Above 64K elements at 2 threads the C kernel runs over OpenMP's threads (not the torch ops):
+    the same values as torch eager, and a gather index out of range found by any thread still
+    gives the op's own error."""
+    from sdc.runtime.c_launcher import CLaunch
+
+    torch.manual_seed(0)
+    model = _Residual().eval()
+    x, ids = torch.randn(4, 300, 96), torch.randint(0, 1000, (4, 300))
+    exe = sdc.compile(model, (x, ids), output=tmp_path / "r.sdc")
+    assert "c" in _backends(tmp_path / "r.sdc")
+    program = exe._executor.fast_program
+    launches = [i for i in program if isinstance(i, CLaunch)] or [
+        m for i in program for m in getattr(i, "members", ()) if isinstance(m, CLaunch)]
+    assert launches and all(launch.parallel for launch in launches)
+    calls = []
+    for launch in launches:  # the fallback (the torch ops) must not run
+        object.__setattr__(launch, "fallback", tuple(lambda vals, state, f=f: calls.append(1) or f(vals, state)
+                                                     for f in launch.fallback))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.no_grad():
+            torch.testing.assert_close(exe(x, ids)[0], model(x, ids), rtol=1e-5, atol=1e-5)
+            assert not calls
+            bad = ids.clone()
+            bad[3, 299] = 1000  # the last element: the second thread's half
+            with pytest.raises(SdcError, match=r"'sdc.gather' failed in kernel k\d+"):
+                exe(x, bad)
+    finally:
+        torch.set_num_threads(before)

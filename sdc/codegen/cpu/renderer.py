@@ -96,6 +96,11 @@ _VECTORIZE = ("#if defined(__GNUC__) && !defined(__clang__)",
               '#pragma GCC optimize ("tree-vectorize", "vect-cost-model=cheap")',
               "#endif")
 
+# An elementwise kernel whose domain has more elements splits its outer loops over OpenMP's threads
+# (the caller's torch threads: the library links the libgomp torch loaded, sdc/runtime/c_launcher.py);
+# the launcher's LARGE_ELEMENTS, the size above which torch's own ops would take the threads.
+PARALLEL_ELEMENTS = 1 << 16
+
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
 _LOGICAL = {"and": "({x} && {y})", "or": "({x} || {y})", "xor": "(({x} != 0) != ({y} != 0))", "not": "(!{x})"}
@@ -341,6 +346,11 @@ class CRenderer:
         lines = inner
         for dim in reversed(dims):
             lines = [f"for (int64_t i{dim} = 0; i{dim} < d[{dim}]; ++i{dim}) {{", *("  " + ln for ln in lines), "}"]
+        if rank >= 2:  # the loops but the innermost (which gcc vectorizes) over the caller's threads
+            size = " * ".join(f"d[{dim}]" for dim in dims)
+            reduce = " reduction(|: bad)" if any(n.op == "gather" for n in p.nodes) else ""
+            lines = [f"#pragma omp parallel for collapse({rank - 1}) schedule(static) if ({size} > {PARALLEL_ELEMENTS}){reduce}",
+                     *lines]
         return lines
 
     def _gather(self, p: KernelProgram, n: Node, index: str, dims: list[int], out: list[str]) -> str:
