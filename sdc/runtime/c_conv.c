@@ -489,26 +489,32 @@ static void max_pool_rows(const float *x, float *y, const int64_t *q, int64_t ro
   }
 }
 
-static int max_pool_part(const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1) {
+typedef void (*pool_rows_fn)(const float *, float *, const int64_t *, int64_t, int64_t, const float **);
+
+/* Result rows [row0, row1) of a pooling with a tap list of its own. */
+static int pool_part(pool_rows_fn rows_fn, const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1) {
   const float **taps = malloc(sizeof(float *) * (size_t)(q[7] * q[8] + 1));
   if (!taps) return 1;
-  max_pool_rows(x, y, q, row0, row1, taps);
+  rows_fn(x, y, q, row0, row1, taps);
   free(taps);
   return 0;
 }
 
-int sdc_max_pool_f32(const float *x, float *y, const int64_t *q) {
+/* The result's rows split evenly over `q[17]` threads (one: no parallel region). */
+static int pool(pool_rows_fn rows_fn, const float *x, float *y, const int64_t *q) {
   const int64_t rows = q[0] * q[15];
   const int threads = q[17] > 1 ? (int)q[17] : 1;
-  if (threads == 1) return max_pool_part(x, y, q, 0, rows);
+  if (threads == 1) return pool_part(rows_fn, x, y, q, 0, rows);
   int failed = 0;
 #pragma omp parallel num_threads(threads) reduction(|: failed)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    failed |= max_pool_part(x, y, q, rows * t / nt, rows * (t + 1) / nt);
+    failed |= pool_part(rows_fn, x, y, q, rows * t / nt, rows * (t + 1) / nt);
   }
   return failed;
 }
+
+int sdc_max_pool_f32(const float *x, float *y, const int64_t *q) { return pool(max_pool_rows, x, y, q); }
 
 /* Average pooling, as max_pool_rows; q[18], q[19]: the bottom and right pads, q[20]: whether taps on
  * the pads count in the divisor (count_include_pad). Taps past the pads (a ceil_mode window) never
@@ -549,26 +555,7 @@ static void avg_pool_rows(const float *x, float *y, const int64_t *q, int64_t ro
   }
 }
 
-static int avg_pool_part(const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1) {
-  const float **taps = malloc(sizeof(float *) * (size_t)(q[7] * q[8] + 1));
-  if (!taps) return 1;
-  avg_pool_rows(x, y, q, row0, row1, taps);
-  free(taps);
-  return 0;
-}
-
-int sdc_avg_pool_f32(const float *x, float *y, const int64_t *q) {
-  const int64_t rows = q[0] * q[15];
-  const int threads = q[17] > 1 ? (int)q[17] : 1;
-  if (threads == 1) return avg_pool_part(x, y, q, 0, rows);
-  int failed = 0;
-#pragma omp parallel num_threads(threads) reduction(|: failed)
-  {
-    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-    failed |= avg_pool_part(x, y, q, rows * t / nt, rows * (t + 1) / nt);
-  }
-  return failed;
-}
+int sdc_avg_pool_f32(const float *x, float *y, const int64_t *q) { return pool(avg_pool_rows, x, y, q); }
 
 /* ---------------------------------------------------------------- channel shuffle */
 

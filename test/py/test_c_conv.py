@@ -215,6 +215,20 @@ def _max_pool_reference(x: torch.Tensor, a: dict) -> np.ndarray:
     return F.max_pool2d(xp, (kh, kw), (sh, sw), 0, (dh, dw)).numpy()
 
 
+def _pooled(name: str, a: dict, shape: tuple, threads: int):
+    """The C kernel of pooling op `name` with attributes `a`, a fresh channels-last input of `shape`,
+    its result at `threads` threads (checked to be the C kernel's: channels-last, the reference not
+    called), and the list each call of the reference appends to."""
+    ref_calls: list[int] = []
+    op = get_op(name).ref
+    run = c_conv.pool_kernel(name, lambda env, attrs, x: ref_calls.append(1) or op(env, attrs, x), a)
+    x = _channels_last(*shape)
+    with _threads(threads):
+        got = run(None, a, x)
+    assert not ref_calls and got.is_contiguous(memory_format=torch.channels_last)
+    return run, x, got, ref_calls
+
+
 POOLS = [  # (input shape, kernel, strides, pads, dilations, ceil_mode)
     ((1, 24, 112, 112), [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], False),  # ShuffleNet's
     ((1, 64, 111, 111), [3, 3], [2, 2], [0, 0, 0, 0], [1, 1], False),  # SqueezeNet's
@@ -227,13 +241,7 @@ POOLS = [  # (input shape, kernel, strides, pads, dilations, ceil_mode)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_max_pool_matches_float64(xs, kernel, strides, pads, dilations, ceil_mode, threads):
     a = dict(kernel=kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode)
-    ref_calls = []
-    op = get_op("max_pool").ref
-    run = c_conv.pool_kernel("max_pool", lambda env, attrs, x: ref_calls.append(1) or op(env, attrs, x), a)
-    x = _channels_last(*xs)
-    with _threads(threads):
-        got = run(None, a, x)
-    assert not ref_calls and got.is_contiguous(memory_format=torch.channels_last)
+    run, x, got, ref_calls = _pooled("max_pool", a, xs, threads)
     np.testing.assert_array_equal(got.numpy(), _max_pool_reference(x, a).astype(np.float32))
     np.testing.assert_array_equal(run(None, a, x.contiguous()).numpy(), got.numpy())  # row-major: the reference
     assert ref_calls == [1]
@@ -265,13 +273,7 @@ def test_avg_pool_matches_float64(xs, kernel, strides, pads, dilations, ceil_mod
     (a padded mask of ones: 1 on the input, on the pads too with count_include_pad, 0 past them)."""
     a = dict(kernel=kernel, strides=strides, pads=pads, dilations=dilations, ceil_mode=ceil_mode,
              count_include_pad=count_include_pad)
-    ref_calls = []
-    op = get_op("avg_pool").ref
-    run = c_conv.pool_kernel("avg_pool", lambda env, attrs, x: ref_calls.append(1) or op(env, attrs, x), a)
-    x = _channels_last(*xs)
-    with _threads(threads):
-        got = run(None, a, x)
-    assert not ref_calls and got.is_contiguous(memory_format=torch.channels_last)
+    run, x, got, ref_calls = _pooled("avg_pool", a, xs, threads)
     (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
     oh, ow = got.shape[2], got.shape[3]
     grow = [max(0, (o - 1) * s + d * (k - 1) + 1 - (size + p0 + p1))
