@@ -241,38 +241,34 @@ DEFINE_HALF_TILE(2)
 DEFINE_HALF_TILE(3)
 #endif
 
-/* The input pointers of a tile of `count` consecutive result pixels from `p0` (of the flattened
- * (n, oh, ow), so a tile may span rows and images): base[t * count + r] is pixel r's input pixel at
- * tap t, or NULL where it falls on the padding or past the last pixel; taps[t] the tap (kh * KW + kw).
- * Taps that every pixel reads as padding are left out. Returns the number of taps. */
-static int64_t tile_inputs(const float *x, const int64_t *q, int64_t cin, int64_t p0, int count,
-                           const float **base, int64_t *taps, int64_t *offsets) {
+/* The input pointers of the tile of ROWS consecutive result pixels from `p0` (of the flattened
+ * (n, oh, ow), so a tile may span rows and images): base[t * ROWS + r] is pixel r's input pixel at
+ * tap t, or NULL where it falls on the padding or past the last pixel; taps[t] the tap (kh * KW + kw);
+ * pixel[r] the result pixel, -1 past the last. Taps that every pixel reads as padding are left out.
+ * Returns the number of taps. */
+static int64_t tile_inputs(const float *x, const int64_t *q, int64_t cin, int64_t p0, const float **base,
+                           int64_t *taps, int64_t *pixel) {
   const int64_t N = q[0], H = q[1], W = q[2], KH = q[7], KW = q[8];
   const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
-  int64_t n[DW_PIXELS > ROWS ? DW_PIXELS : ROWS], oh[DW_PIXELS > ROWS ? DW_PIXELS : ROWS],
-      ow[DW_PIXELS > ROWS ? DW_PIXELS : ROWS];
-  for (int r = 0; r < count; ++r) {
-    const int64_t pix = p0 + r;
-    if (pix >= N * OH * OW) { n[r] = -1; continue; }
-    ow[r] = pix % OW;
-    oh[r] = pix / OW % OH;
-    n[r] = pix / OW / OH;
-    offsets[r] = pix;
+  int64_t n[ROWS], oh[ROWS], ow[ROWS];
+  for (int r = 0; r < ROWS; ++r) {
+    pixel[r] = p0 + r < N * OH * OW ? p0 + r : -1;
+    ow[r] = pixel[r] % OW;
+    oh[r] = pixel[r] / OW % OH;
+    n[r] = pixel[r] < 0 ? -1 : pixel[r] / OW / OH;
   }
   int64_t used = 0;
   for (int64_t kh = 0; kh < KH; ++kh)
     for (int64_t kw = 0; kw < KW; ++kw) {
       int any = 0;
-      for (int r = 0; r < count; ++r) {
+      for (int r = 0; r < ROWS; ++r) {
         const int64_t ih = oh[r] * SH - PT + kh * DH, iw = ow[r] * SW - PL + kw * DW;
         const int inside = n[r] >= 0 && ih >= 0 && ih < H && iw >= 0 && iw < W;
-        base[used * count + r] = inside ? x + ((n[r] * H + ih) * W + iw) * cin : NULL;
+        base[used * ROWS + r] = inside ? x + ((n[r] * H + ih) * W + iw) * cin : NULL;
         any |= inside;
       }
       if (any) taps[used++] = kh * KW + kw;
     }
-  for (int r = 0; r < count; ++r)
-    if (n[r] < 0) offsets[r] = -1;
   return used;
 }
 
@@ -298,7 +294,7 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
   }
   for (int64_t item = item0; item < item1; ++item) {
     int64_t pixel[ROWS];
-    const int64_t used = tile_inputs(x, q, cin, item * ROWS, ROWS, base, taps, pixel);
+    const int64_t used = tile_inputs(x, q, cin, item * ROWS, base, taps, pixel);
     float *ys[ROWS];
     const float *rs[ROWS];
     for (int64_t g = 0; g < G; ++g) {
@@ -392,7 +388,7 @@ static int depthwise_tiles(const float *x, const float *w, const float *bias, co
                            const int64_t *q, const act_t *a, int64_t item0, int64_t item1) {
   const int64_t H = q[1], W = q[2], C = q[3], KH = q[7], KW = q[8];
   const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
-  const int64_t full = C / LANES * LANES; /* channels in whole vectors; the rest one at a time */
+  const int64_t full = C / LANES * LANES; /* channels in whole vectors; the rest in one masked vector */
   float *zeros = calloc((size_t)(C > 0 ? C : 1), sizeof(float));
   const float **xs = malloc(sizeof(float *) * (size_t)(KH * KW * DW_PIXELS + 1));
   const float **ws = malloc(sizeof(float *) * (size_t)(KH * KW + 1));
@@ -403,42 +399,40 @@ static int depthwise_tiles(const float *x, const float *w, const float *bias, co
   const int64_t per_row = (OW + DW_PIXELS - 1) / DW_PIXELS;
   for (int64_t item = item0; item < item1; ++item) {
     const int64_t row = item / per_row, n = row / OH, oh = row % OH, ow0 = item % per_row * DW_PIXELS;
-      {
-        float *ys[DW_PIXELS];
-        const float *rs[DW_PIXELS];
+    float *ys[DW_PIXELS];
+    const float *rs[DW_PIXELS];
+    for (int p = 0; p < DW_PIXELS; ++p) {
+      const int64_t off = (row * OW + ow0 + p) * C;
+      ys[p] = ow0 + p < OW ? y + off : NULL;
+      rs[p] = ow0 + p < OW && res ? res + off : NULL;
+    }
+    int64_t taps = 0;
+    for (int64_t kh = 0; kh < KH; ++kh) {
+      const int64_t ih = oh * SH - PT + kh * DH;
+      if (ih < 0 || ih >= H) continue;
+      for (int64_t kw = 0; kw < KW; ++kw) {
         for (int p = 0; p < DW_PIXELS; ++p) {
-          const int64_t off = (row * OW + ow0 + p) * C;
-          ys[p] = ow0 + p < OW ? y + off : NULL;
-          rs[p] = ow0 + p < OW && res ? res + off : NULL;
+          const int64_t iw = (ow0 + p) * SW - PL + kw * DW;
+          xs[taps * DW_PIXELS + p] = (ow0 + p < OW && iw >= 0 && iw < W) ? x + ((n * H + ih) * W + iw) * C : zeros;
         }
-        int64_t taps = 0;
-        for (int64_t kh = 0; kh < KH; ++kh) {
-          const int64_t ih = oh * SH - PT + kh * DH;
-          if (ih < 0 || ih >= H) continue;
-          for (int64_t kw = 0; kw < KW; ++kw) {
-            for (int p = 0; p < DW_PIXELS; ++p) {
-              const int64_t iw = (ow0 + p) * SW - PL + kw * DW;
-              xs[taps * DW_PIXELS + p] = (ow0 + p < OW && iw >= 0 && iw < W) ? x + ((n * H + ih) * W + iw) * C : zeros;
-            }
-            ws[taps++] = w + (kh * KW + kw) * C;
-          }
-        }
-        int64_t c = 0;
-        for (; c + 4 * LANES <= full; c += 4 * LANES) dw_tile_4(xs, ws, taps, c, ys, rs, bias, C, a);
-        for (; c + 2 * LANES <= full; c += 2 * LANES) dw_tile_2(xs, ws, taps, c, ys, rs, bias, C, a);
-        for (; c < full; c += LANES) dw_tile_1(xs, ws, taps, c, ys, rs, bias, C, a);
-        if (c < C) { /* the channels past the last whole vector */
-          const int64_t n_last = C - c;
-          vf acc[DW_PIXELS];
-          for (int p = 0; p < DW_PIXELS; ++p) acc[p] = splat(0.0f);
-          for (int64_t t = 0; t < taps; ++t) {
-            const vf wv = ld_n(ws[t] + c, n_last);
-            for (int p = 0; p < DW_PIXELS; ++p) acc[p] += ld_n(xs[t * DW_PIXELS + p] + c, n_last) * wv;
-          }
-          for (int p = 0; p < DW_PIXELS; ++p)
-            if (ys[p]) finish(acc[p], ys[p] + c, bias ? bias + c : NULL, rs[p] ? rs[p] + c : NULL, n_last, a);
-        }
+        ws[taps++] = w + (kh * KW + kw) * C;
       }
+    }
+    int64_t c = 0;
+    for (; c + 4 * LANES <= full; c += 4 * LANES) dw_tile_4(xs, ws, taps, c, ys, rs, bias, C, a);
+    for (; c + 2 * LANES <= full; c += 2 * LANES) dw_tile_2(xs, ws, taps, c, ys, rs, bias, C, a);
+    for (; c < full; c += LANES) dw_tile_1(xs, ws, taps, c, ys, rs, bias, C, a);
+    if (c < C) { /* the channels past the last whole vector */
+      const int64_t rest = C - c;
+      vf acc[DW_PIXELS];
+      for (int p = 0; p < DW_PIXELS; ++p) acc[p] = splat(0.0f);
+      for (int64_t t = 0; t < taps; ++t) {
+        const vf wv = ld_n(ws[t] + c, rest);
+        for (int p = 0; p < DW_PIXELS; ++p) acc[p] += ld_n(xs[t * DW_PIXELS + p] + c, rest) * wv;
+      }
+      for (int p = 0; p < DW_PIXELS; ++p)
+        if (ys[p]) finish(acc[p], ys[p] + c, bias ? bias + c : NULL, rs[p] ? rs[p] + c : NULL, rest, a);
+    }
   }
   free(zeros); free(xs); free(ws);
   return 0;

@@ -42,12 +42,10 @@ from typing import Any, Callable
 
 import torch
 
-from sdc.runtime.c_launcher import CCompileError, build_library, c_kernels_enabled
+from sdc.runtime.c_launcher import CCompileError, build_parallel_library, c_kernels_enabled
 
 SOURCE = Path(__file__).with_name("c_conv.c")
 LANES = 16  # the widest vector the kernels use (AVX-512 floats): a weight's columns are padded to it
-# torch's OpenMP: the library links the libgomp torch loaded (one soname, one thread pool)
-OPENMP = ("-fopenmp",)
 DEPTHWISE_MIN_CHANNELS = 32  # fewer: one vector of channels, and oneDNN was faster (16 channels: 1.3x)
 
 # the unary op applied as the result is stored: c_conv.c's `act` kinds
@@ -63,14 +61,9 @@ def library() -> ctypes.PyDLL | None:
     if not c_kernels_enabled():
         return None
     if _library is None:
-        lib = None
-        for flags in (OPENMP, ()):  # a compiler without OpenMP builds the kernels single-threaded
-            try:
-                lib = build_library(SOURCE.read_text(), flags)
-                break
-            except (CCompileError, OSError):
-                continue
-        if lib is None:
+        try:  # without OpenMP where the compiler has none: the kernels run single-threaded
+            lib, _parallel = build_parallel_library(SOURCE.read_text())
+        except (CCompileError, OSError):
             _library = False
             return None
         pointers = [ctypes.c_void_p] * 7
@@ -84,6 +77,17 @@ def library() -> ctypes.PyDLL | None:
             fn.argtypes, fn.restype = [ctypes.c_void_p] * 3, ctypes.c_int
         _library = lib
     return _library or None
+
+
+def _window(attrs: dict) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]] | None:
+    """A 2-d op's strides, dilations and pads (top, left, bottom, right) from its decoded attributes,
+    defaults filled; None where they are not a 2-d window c_conv.c takes."""
+    strides = [int(s) for s in attrs.get("strides") or [1, 1]]
+    dilations = [int(d) for d in attrs.get("dilations") or [1, 1]]
+    pads = [int(p) for p in attrs.get("pads") or [0, 0, 0, 0]]
+    if len(strides) != 2 or len(dilations) != 2 or len(pads) != 4 or min(strides + dilations) < 1 or min(pads) < 0:
+        return None
+    return (strides[0], strides[1]), (dilations[0], dilations[1]), (pads[0], pads[1], pads[2], pads[3])
 
 
 def activation(name: str | None, attrs: dict) -> list[float] | None:
@@ -171,14 +175,11 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None, unary_attrs: d
         return None
     act = activation(unary, unary_attrs)
     applies_unary = act is not None
-    lib = library()
+    window = _window(attrs)
+    lib = library() if window is not None else None
     if lib is None:
         return None
-    strides = [int(s) for s in attrs.get("strides") or [1, 1]]
-    dilations = [int(d) for d in attrs.get("dilations") or [1, 1]]
-    pads = [int(p) for p in attrs.get("pads") or [0, 0, 0, 0]]
-    if len(strides) != 2 or len(dilations) != 2 or len(pads) != 4 or min(strides + dilations) < 1 or min(pads) < 0:
-        return None
+    strides, dilations, pads = window
     out_per_group = out_total // groups
     w = weight.detach()
     if depthwise:
@@ -190,8 +191,7 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None, unary_attrs: d
         packed[..., :out_per_group] = w.reshape(groups, out_per_group, in_per_group, kh, kw).permute(0, 3, 4, 2, 1)
         fn = lib.sdc_conv_grouped_f32
         shape = (groups, in_per_group, out_per_group)
-    return CConv(fn, packed, *shape, padded, (kh, kw), (strides[0], strides[1]),
-                 (pads[0], pads[1], pads[2], pads[3]), (dilations[0], dilations[1]),
+    return CConv(fn, packed, *shape, padded, (kh, kw), strides, pads, dilations,
                  (ctypes.c_float * 5)(*(act or activation(None, {}))), applies_unary)
 
 
@@ -219,34 +219,33 @@ def pool_kernel(name: str, ref: Callable[..., Any], attrs: dict) -> Callable[...
     from sdc.dialect.shapes import window_out
 
     kernel = [int(k) for k in attrs["kernel"]]
-    if len(kernel) != 2 or min(kernel) < 1 or not c_kernels_enabled():
+    window = _window(attrs)
+    if len(kernel) != 2 or min(kernel) < 1 or window is None or not c_kernels_enabled():
         return ref
-    strides = [int(s) for s in attrs.get("strides") or [1, 1]]
-    dilations = [int(d) for d in attrs.get("dilations") or [1, 1]]
-    pads = [int(p) for p in attrs.get("pads") or [0, 0, 0, 0]]
+    strides, dilations, pads = window
     ceil_mode = bool(attrs.get("ceil_mode"))
-    if len(strides) != 2 or len(dilations) != 2 or len(pads) != 4 or min(strides + dilations) < 1 or min(pads) < 0:
-        return ref
     with_pads = int(bool(attrs.get("count_include_pad")))
     entry = {"max_pool": "sdc_max_pool_f32", "avg_pool": "sdc_avg_pool_f32"}[name]
-    lib = None  # compiled at the first call it serves (not at all for a plan on a GPU)
+    fn = None  # the library is compiled at the first call it serves (not at all for a plan on a GPU)
 
     def run(env, a, x):
-        nonlocal lib
+        nonlocal fn
         if not (x.dtype == torch.float32 and x.dim() == 4 and x.device.type == "cpu" and x.numel() > 0
                 and x.is_contiguous(memory_format=torch.channels_last)):
             return ref(env, a, x)
-        lib = lib or library()
+        if fn is None:
+            lib = library()
+            fn = getattr(lib, entry) if lib is not None else False
         n, c, h, w = x.shape
         oh = window_out(h, kernel[0], strides[0], pads[0], pads[2], dilations[0], ceil_mode)
         ow = window_out(w, kernel[1], strides[1], pads[1], pads[3], dilations[1], ceil_mode)
-        if lib is None or oh <= 0 or ow <= 0:
+        if not fn or oh <= 0 or ow <= 0:
             return ref(env, a, x)
         y = torch.empty((n, oh, ow, c), dtype=torch.float32)
         sizes = (ctypes.c_int64 * 21)(n, h, w, c, 1, 1, 1, kernel[0], kernel[1], strides[0], strides[1],
                                       pads[0], pads[1], dilations[0], dilations[1], oh, ow, torch.get_num_threads(),
                                       pads[2], pads[3], with_pads)
-        if getattr(lib, entry)(x.data_ptr(), y.data_ptr(), sizes):  # its tap list not allocated
+        if fn(x.data_ptr(), y.data_ptr(), sizes):  # its tap list not allocated
             return ref(env, a, x)
         return y.permute(0, 3, 1, 2)
 

@@ -148,6 +148,16 @@ def build_library(text: str, extra_flags: Sequence[str] = ()) -> ctypes.PyDLL:
     return lib
 
 
+def build_parallel_library(text: str) -> tuple[ctypes.PyDLL, bool]:
+    """`build_library` with OpenMP (the library links the libgomp torch loaded: one soname, so torch's
+    thread pool and its wait policy), or without where the compiler has no OpenMP (its pragmas are
+    then ignored); the library and whether it was built with OpenMP. CCompileError when neither builds."""
+    try:
+        return build_library(text, OPENMP), True
+    except CCompileError:
+        return build_library(text), False
+
+
 def kernel_function(lib: ctypes.PyDLL, entry: str, error: Callable[[str], SdcError]) -> Callable[..., None]:
     """The kernel `entry` of a loaded library, typed as the ABI above."""
     try:
@@ -216,15 +226,10 @@ class CLibraries:
             return None
         if source not in self.built:
             text, _digest = sources.read(source)
-            self.parallel[source] = False
             try:
-                try:  # with OpenMP: torch's libgomp (one soname), so its threads and their wait policy
-                    self.built[source] = build_library(text, OPENMP)
-                    self.parallel[source] = True
-                except CCompileError:  # a compiler without OpenMP: the pragmas are ignored
-                    self.built[source] = build_library(text)
+                self.built[source], self.parallel[source] = build_parallel_library(text)
             except CCompileError as e:
-                self.built[source] = None
+                self.built[source], self.parallel[source] = None, False
                 self._warn(f"{sources.root}/{source}" if hasattr(sources, "root") else source, str(e))
         return self.built[source]
 

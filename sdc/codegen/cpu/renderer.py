@@ -27,6 +27,7 @@ import re
 from typing import Any
 
 from sdc.codegen.triton.lower import ELEMENTWISE, MATMUL, ROW, KernelProgram, Node, TensorArg
+from sdc.runtime.c_launcher import LARGE_ELEMENTS
 
 FLOAT_TYPES = frozenset({"f32", "f64"})
 INT_TYPES = frozenset({"i8", "i16", "i32", "i64", "ui8"})
@@ -95,11 +96,6 @@ _FLOAT_FORMS = {
 _VECTORIZE = ("#if defined(__GNUC__) && !defined(__clang__)",
               '#pragma GCC optimize ("tree-vectorize", "vect-cost-model=cheap")',
               "#endif")
-
-# An elementwise kernel whose domain has more elements splits its outer loops over OpenMP's threads
-# (the caller's torch threads: the library links the libgomp torch loaded, sdc/runtime/c_launcher.py);
-# the launcher's LARGE_ELEMENTS, the size above which torch's own ops would take the threads.
-PARALLEL_ELEMENTS = 1 << 16
 
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
@@ -349,7 +345,8 @@ class CRenderer:
         if rank >= 2:  # the loops but the innermost (which gcc vectorizes) over the caller's threads
             size = " * ".join(f"d[{dim}]" for dim in dims)
             reduce = " reduction(|: bad)" if any(n.op == "gather" for n in p.nodes) else ""
-            lines = [f"#pragma omp parallel for collapse({rank - 1}) schedule(static) if ({size} > {PARALLEL_ELEMENTS}){reduce}",
+            # above the launcher's LARGE_ELEMENTS, where torch's own ops would take the threads instead
+            lines = [f"#pragma omp parallel for collapse({rank - 1}) schedule(static) if ({size} > {LARGE_ELEMENTS}){reduce}",
                      *lines]
         return lines
 
