@@ -9,6 +9,8 @@ consecutive executor instructions that are
 - free steps (which drop slots; those that keep memory for a later alloc end the run);
 - plain view ops of one operand (`VIEW_OPS`: reshape, unsqueeze, squeeze, transpose, broadcast, slice),
   splits and concats,
+- plain ops of no operand whose value the symbol values decide (`SYMBOL_OPS`: iota, dim_values: the
+  position ids and shape arithmetic of a transformer), which would otherwise split it in three,
 
 holding at least two launches. A call of the segment makes one ctypes call of `sdc_run_kernels`
 (`SEQUENCER`, compiled once per host like the kernels), which calls each kernel with its pointer and
@@ -17,7 +19,7 @@ domain arrays in order, and stops at the first that returns nonzero.
 What one call derives from the shapes of the values the run reads from before it, and the symbol
 values (the `_Plan`, made on the first call of those shapes and kept, up to `PLANS` of them): every
 launch's domain (CLaunch._settle on meta tensors) and every view's result (the op itself on a meta
-tensor). A view whose result is all of its operand's elements, dense and in order, is an alias (the
+tensor), and the value of every `SYMBOL_OPS` op (the op itself, kept by the plan). A view whose result is all of its operand's elements, dense and in order, is an alias (the
 same memory: no work); another (a transpose, a broadcast, a split's part) becomes a strided copy into a dense
 buffer (`sdc_strided_copy`), which is what the launch reading it would have made of it; a concat
 copies each operand into its slice of a dense buffer. The values the run makes live in buffers the plan keeps, except
@@ -52,6 +54,7 @@ from sdc.runtime.executor import AllocBuffer, EventStep, FreeSlots, PreparedOp, 
 
 SEGMENTS_ENV = "SDC_C_SEGMENTS"
 VIEW_OPS = ("reshape", "unsqueeze", "squeeze", "transpose", "broadcast", "slice")
+SYMBOL_OPS = ("iota", "dim_values")  # no operand; the value depends on the attributes and the symbols only
 PLANS = 8  # shapes a segment keeps a plan for (each plan holds the buffers of the run's inner values)
 MAX_RANK = 8  # of a strided copy
 
@@ -155,6 +158,7 @@ def build_segments(program: list[Callable], output_slots: list[int], initial: li
         if not isinstance(i, PreparedOp) or not i.plain(None):
             return False
         return ((i.name in VIEW_OPS and len(i.ins) == 1 and len(i.outs) == 1)
+                or (i.name in SYMBOL_OPS and not i.ins and len(i.outs) == 1)
                 or (i.name == "split" and len(i.ins) == 1) or (i.name == "concat" and len(i.outs) == 1))
 
     out: list[Callable] = []
@@ -280,6 +284,9 @@ class CSegment:
         self.constants = frozenset(n for n, slot in enumerate(inputs) if initial[slot] is not None
                                    and initial[slot].is_contiguous())
         self.inputs = tuple(inputs)
+        # the others, which a call reads from `vals` and checks: the plan's key is their shapes
+        self.varying = tuple(n for n in range(len(inputs)) if n not in self.constants)
+        self.varying_slots = tuple(inputs[n] for n in self.varying)
         self.freed = tuple(s for m in members if isinstance(m, FreeSlots) for s in m.slots)
         # what the run makes that is read after it: every value it makes and does not free; of those, the
         # ones whose memory the call may hand back (`_may_outlive_the_call`) get fresh tensors per call
@@ -293,7 +300,7 @@ class CSegment:
             m(vals, state)
 
     def __call__(self, vals: list, state: Any) -> None:
-        tensors = [vals[s] for s in self.inputs]
+        tensors = [vals[s] for s in self.varying_slots]
         key = tuple([t.shape for t in tensors])
         if self.has_views:
             key = (key, tuple(state.env.symbols.values()))
@@ -302,7 +309,7 @@ class CSegment:
             if len(self.plans) >= PLANS:
                 self.plans.clear()
             with torch.inference_mode(False):  # (views of inference-mode tensors do not say they are views)
-                plan = self.plans[key] = self._plan(tensors, state)
+                plan = self.plans[key] = self._plan([vals[s] for s in self.inputs], state)
         if plan.stepwise or (plan.large and state.threads > 1):
             return self.stepwise(vals, state)
         try:
@@ -342,6 +349,7 @@ class CSegment:
             meta[slot] = torch.empty(t.shape, dtype=t.dtype, device="meta")
             storage[slot] = ("input", n)
         buffers: list[tuple[tuple[int, ...], torch.dtype]] = []  # per buffer: shape, dtype
+        held: list[torch.Tensor] = []  # the values of SYMBOL_OPS, each copied into its op's buffer
         calls: list[tuple[int, list, Any]] = []  # (kernel address, [storage per pointer], domain array)
 
         def new_buffer(shape, dtype) -> tuple[str, int]:
@@ -364,6 +372,16 @@ class CSegment:
                         outs.append(storage[slot])
                     calls.append((ctypes.cast(m.fn, ctypes.c_void_p).value,
                                   [storage[s] for s in m.arg_slots] + outs, known.dims))
+                    continue
+                if m.name in SYMBOL_OPS:  # its value now, which every call of this plan reads
+                    (dst,) = m.outs
+                    value = m.kernel(state.env, m.attrs).contiguous()
+                    meta[dst] = torch.empty(value.shape, dtype=value.dtype, device="meta")
+                    storage[dst] = new_buffer(value.shape, value.dtype)
+                    held.append(value)
+                    calls.append((self.copy_address, [("held", len(held) - 1), storage[dst]],
+                                  _copy(value.shape, value.element_size(), 0, _dense_strides(tuple(value.shape)),
+                                        0, _dense_strides(tuple(value.shape)))))
                     continue
                 x = [meta[slot] for slot in m.ins]
                 if m.name == "concat":  # (torch.cat on meta tensors loads Python meta kernels: 140 MB)
@@ -420,14 +438,22 @@ class CSegment:
                 except RuntimeError as e:
                     raise out_of_memory(self.where, "a run of C kernels", e) from None
         plan.fresh = tuple(buffers[b] for b in fresh_index)
+        # a held value whose buffer the plan keeps is that buffer's contents once, not a copy per call
+        for _, where, _ in calls:
+            if where[0][0] == "held" and where[1][1] in kept:
+                kept[where[1][1]].copy_(held[where[0][1]])
+        calls = [c for c in calls if not (c[1][0][0] == "held" and c[1][1][1] in kept)]
+        varying = {n: k for k, n in enumerate(self.varying)}
         arrays, ext, fresh = [], [], []
         for _, where, _ in calls:
             array = (ctypes.c_void_p * max(1, len(where)))()
             for index, (kind, n) in enumerate(where):
-                if kind == "input" and n in self.constants:
+                if kind == "held":
+                    array[index] = held[n].data_ptr()
+                elif kind == "input" and n in self.constants:
                     array[index] = tensors[n].data_ptr()
                 elif kind == "input":
-                    ext.append((array, index, n))
+                    ext.append((array, index, varying[n]))
                 elif n in fresh_index:
                     fresh.append((array, index, fresh_index[n]))
                 else:
@@ -435,19 +461,20 @@ class CSegment:
             arrays.append(array)
         plan.ext_patches, plan.fresh_patches = tuple(ext), tuple(fresh)
         plan.count = len(calls)
-        plan.kernels = (ctypes.c_void_p * len(calls))(*[address for address, _, _ in calls])
-        plan.pointer_arrays = (ctypes.c_void_p * len(calls))(*[ctypes.addressof(a) for a in arrays])
-        plan.domains = (ctypes.c_void_p * len(calls))(*[ctypes.addressof(d) for _, _, d in calls])
+        plan.kernels = (ctypes.c_void_p * max(1, len(calls)))(*[address for address, _, _ in calls])
+        plan.pointer_arrays = (ctypes.c_void_p * max(1, len(calls)))(*[ctypes.addressof(a) for a in arrays])
+        plan.domains = (ctypes.c_void_p * max(1, len(calls)))(*[ctypes.addressof(d) for _, _, d in calls])
         results, kept_results = [], []
         for slot in sorted(self.leaving):
             kind, n = storage[slot]
             base_shape = tuple(buffers[n][0]) if kind == "buffer" else tuple(tensors[n].shape)
             shape = tuple(meta[slot].shape)
-            if kind == "buffer" and n in kept:  # a view of a kept buffer is made once
-                kept_results.append((slot, kept[n] if shape == base_shape else kept[n].view(shape)))
+            if (kind == "buffer" and n in kept) or (kind == "input" and n in self.constants):
+                base = kept[n] if kind == "buffer" else tensors[n]  # a view of a kept buffer or a weight:
+                kept_results.append((slot, base if shape == base_shape else base.view(shape)))  # made once
                 continue
-            results.append((slot, ("fresh", fresh_index[n]) if kind == "buffer" else ("input", n),
+            results.append((slot, ("fresh", fresh_index[n]) if kind == "buffer" else ("input", varying[n]),
                             None if shape == base_shape else shape))
         plan.results, plan.kept_results = tuple(results), tuple(kept_results)
-        plan.keep = [arrays, kept, [d for _, _, d in calls]]
+        plan.keep = [arrays, kept, held, [d for _, _, d in calls]]
         return plan

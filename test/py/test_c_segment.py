@@ -220,3 +220,43 @@ def test_a_view_op_that_fails_while_planning_is_the_ops_error(tmp_path, monkeypa
     monkeypatch.setenv("SDC_MAX_ALLOC", str(2 << 30))
     result = worker.run_case("onnx-bytes", 121, 95945, tmp_path / "case")
     assert result["status"] == "clean", result.get("traceback") or result
+
+
+class Positions(torch.nn.Module):
+    """Position ids from the sequence length (an iota of a symbolic size) between C kernels, as a
+    transformer's embeddings make them; one output is a view of the ids themselves, another iota
+    (float) only feeds the kernels."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Embedding(64, 8)
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        ids = torch.arange(x.shape[1])
+        ramp = torch.arange(x.shape[1], dtype=torch.float32).unsqueeze(-1) * 0.1
+        h = torch.tanh(self.lin(x) + self.pos(ids) + ramp)
+        return self.lin(h) * 2, ids.unsqueeze(0)
+
+
+def test_position_ids_of_the_sequence_length_run_inside_one_segment(tmp_path, monkeypatch):
+    """The iota is a member of the run (its value made once per plan, from the symbols): one segment,
+    the values of torch at each length, a new plan per length, and the ids handed out are the caller's."""
+    torch.manual_seed(0)
+    model = Positions().eval()
+    exe = _compile(tmp_path, model, (torch.randn(2, 5, 8),), ({0: Dim("batch", max=8), 1: Dim("seq", max=64)},))
+    (segment,) = _segments(exe)
+    assert sum(getattr(m, "name", None) == "iota" for m in segment.members) == 2
+    monkeypatch.setenv("SDC_C_SEGMENTS", "0")
+    plain = sdc.runtime.load(tmp_path / "m.sdc")
+    for batch, seq in ((2, 5), (1, 9), (3, 2), (2, 5)):
+        x = torch.randn(batch, seq, 8)
+        got = exe(x)
+        with torch.no_grad():
+            want = model(x)
+        torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+        assert torch.equal(got[1], want[1]) and torch.equal(got[0], plain(x)[0])
+        ids = exe(x.numpy())[1]
+        ids.fill(-1)  # the caller's own: the next call's ids are not these
+        assert torch.equal(exe(x)[1], want[1])
+    assert len(segment.plans) == 3
