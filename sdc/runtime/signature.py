@@ -170,12 +170,15 @@ class Signature:
                 raise ValueError(f"guard '{g.condition}' uses symbol '{unbound[0]}', which no input binds")
 
     def bind(self, args: Sequence[Any], named: Mapping[str, Any], device: torch.device) -> BoundInputs:
-        key = self._checked_key(args, named, device)
+        values = args if not named and len(args) == len(self.inputs) else self._arrange(args, named)
+        key = self._checked_key(values, device)
         if key is not None:
             symbols = self._checked.get(key)
             if symbols is not None:
-                return BoundInputs(list(args), dict(symbols), True)
-        values = self._arrange(args, named)
+                as_torch = any(type(v) is torch.Tensor for v in values)
+                tensors = [v if type(v) is torch.Tensor else _from_numpy(info.name, v)
+                           for info, v in zip(self.inputs, values)]
+                return BoundInputs(tensors, dict(symbols), as_torch)
         as_torch = any(isinstance(v, torch.Tensor) for v in values)
         tensors = [self._tensor(info, v, device) for info, v in zip(self.inputs, values)]
         symbols = self._symbols(tensors)
@@ -186,19 +189,27 @@ class Signature:
             self._checked[key] = dict(symbols)
         return BoundInputs(tensors, symbols, as_torch)
 
-    def _checked_key(self, args: Sequence[Any], named: Mapping[str, Any], device: torch.device) -> tuple | None:
-        """What decides a call's checks, for a call of torch tensors by position: every check of
-        `bind` (count, device, dtype, shape, guards) depends on the tensors' shapes, dtypes and device
-        only, so a signature that passed once passes again with the same symbols. That saves a
-        CUDA-graph replay most of its host time. None (check in full) for anything else: named or
-        numpy inputs, and broadcast views (stride 0), whose size check reads the strides."""
-        if named or len(args) != len(self.inputs):
+    def _checked_key(self, values: Sequence[Any], device: torch.device) -> tuple | None:
+        """What decides a call's checks, for inputs that are torch tensors or numpy arrays: every check
+        of `bind` (count, device, dtype, shape, guards) depends on their types, shapes, dtypes and
+        device only, so a signature that passed once passes again with the same symbols. That saves a
+        small model's call, or a CUDA-graph replay, most of its host time. None (check in full) for
+        anything else, and for broadcast views (stride 0), whose size check reads the strides."""
+        if len(values) != len(self.inputs):
             return None
         key = []
-        for t in args:
-            if type(t) is not torch.Tensor or t.device != device or 0 in t.stride():
+        for v in values:
+            kind = type(v)
+            if kind is torch.Tensor:
+                if v.device != device or 0 in v.stride():
+                    return None
+                key.append((0, v.shape, v.dtype))
+            elif kind is np.ndarray:
+                if 0 in v.strides:
+                    return None
+                key.append((1, v.shape, v.dtype))
+            else:
                 return None
-            key.append((t.shape, t.dtype))
         return tuple(key)
 
     def _arrange(self, args: Sequence[Any], named: Mapping[str, Any]) -> list[Any]:

@@ -1,8 +1,9 @@
 """Host-side runtime details the CUDA path relies on, tested on the CPU.
 
 - `Signature.bind` remembers the input signatures it has checked (most of a CUDA-graph replay's host
-  time was that check): a repeated signature skips the checks with the same symbols, and anything the
-  checks could reject still goes through them.
+  time, and of a small model's call, was that check): a repeated signature of torch tensors or numpy
+  arrays, by position or by name, skips the checks with the same symbols, and anything the checks
+  could reject still goes through them.
 - `fp32_math`: an f32 artifact's torch convolutions and matmuls run in full f32 on cuda (torch's
   default lets cuDNN use TF32), a tf32 one's in TF32, and the caller's settings come back after."""
 
@@ -46,10 +47,35 @@ def test_what_the_checks_reject_is_still_rejected_after_a_good_call():
         sig.bind((torch.randn(3, 8), torch.randn(3, 5), torch.randn(1)), {}, CPU)
     with pytest.raises(SdcError, match=r"dim 0 \(= 4\)|B"):
         sig.bind((torch.randn(3, 8), torch.randn(4, 5)), {}, CPU)
-    # named and numpy inputs, and broadcast views, are checked in full and not remembered
-    assert sig.bind((), {"x": np.ones((3, 8), np.float32), "y": np.ones((3, 5), np.float32)}, CPU).as_torch is False
+    # broadcast views are checked in full and not remembered
     assert sig.bind((torch.randn(1, 8).expand(3, 8), torch.randn(3, 5)), {}, CPU).symbols == {"B": 3, "N": 5}
     assert len(sig._checked) == 1
+
+
+def test_numpy_inputs_by_name_are_remembered_and_still_checked():
+    sig = _signature()
+    x, y = np.random.rand(3, 8).astype(np.float32), np.random.rand(3, 5).astype(np.float32)
+    first = sig.bind((), {"y": y, "x": x}, CPU)
+    assert first.symbols == {"B": 3, "N": 5} and first.as_torch is False and len(sig._checked) == 1
+    again = sig.bind((x,), {"y": y}, CPU)  # by position and by name: the same signature
+    assert again.symbols == first.symbols and len(sig._checked) == 1
+    assert np.array_equal(again.tensors[1].numpy(), y)
+    with pytest.raises(SdcError, match="has dtype f64, expected f32"):
+        sig.bind((), {"x": x, "y": y.astype(np.float64)}, CPU)
+    with pytest.raises(SdcError, match="N at most 16"):
+        sig.bind((), {"x": x, "y": np.ones((3, 17), np.float32)}, CPU)
+    with pytest.raises(SdcError, match="unknown input 'z'"):
+        sig.bind((), {"x": x, "y": y, "z": y}, CPU)
+    # a big-endian or read-only array of a remembered signature is still made a native, writable tensor
+    big = y.astype(">f4")
+    for _ in range(2):
+        assert np.array_equal(sig.bind((x, big), {}, CPU).tensors[1].numpy(), y)
+    y.flags.writeable = False
+    for _ in range(2):
+        t = sig.bind((x, y), {}, CPU).tensors[1]
+        assert np.array_equal(t.numpy(), y) and t.numpy().flags.writeable
+    # mixing numpy and torch gives torch results, remembered as a signature of its own
+    assert sig.bind((torch.from_numpy(x), y), {}, CPU).as_torch and sig.bind((torch.from_numpy(x), y), {}, CPU).as_torch
 
 
 def test_the_memory_is_bounded():
