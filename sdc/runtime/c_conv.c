@@ -2,8 +2,8 @@
  *
  * The runtime compiles this file once per host (sdc/runtime/c_conv.py, through the cache of
  * c_launcher.build_library) and calls it for the convolutions oneDNN runs far from the machine's
- * peak: grouped ones (ShuffleNet's 1x1 convolutions of 4 groups) and depthwise ones (MobileNet's);
- * besides them, max and average pooling and the channel shuffle of channels-last tensors.
+ * peak: grouped ones (ShuffleNet's 1x1 convolutions of 4 groups) and depthwise ones (MobileNet's),
+ * and small ones whose windows tile the image (a vision transformer's patch embedding); besides them, max and average pooling and the channel shuffle of channels-last tensors.
  * Each thread allocates only a zeroed row and pointer lists it frees; a function returns 0, or 1 when
  * those could not be allocated (the caller then runs oneDNN).
  *
@@ -14,6 +14,8 @@
  *   bias [G*CO] or NULL
  * grouped:   w [G][KH][KW][CI][COP]  COP = CO rounded up to whole vectors, zeros past CO
  * depthwise: w [KH][KW][C]           (CI = CO = 1, G = C)
+ * The exception: a convolution whose windows tile the image (`sdc_conv_patches_f32`) reads an NCHW
+ * image and writes an NCHW result, its sizes and weight as that function says.
  *
  * `q` holds the sizes: N H W G CI CO COP KH KW SH SW PT PL DH DW OH OW (the input's, the groups and
  * channels per group, the kernel, strides, the top and left pads, dilations, the result's), then the
@@ -323,11 +325,11 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
   return 0;
 }
 
-/* The result's `items` tiles split evenly over `q[17]` threads (one: no parallel region). */
-#define OVER_TILES(tiles_fn, items_of)                                                                  \
+/* The result's `items` tiles split evenly over `threads_of` threads (one: no parallel region). */
+#define OVER_TILES(tiles_fn, items_of, threads_of)                                                      \
   const act_t a = read_act(act);                                                                       \
   const int64_t items = (items_of);                                                                    \
-  const int threads = q[17] > 1 ? (int)q[17] : 1;                                                      \
+  const int threads = (threads_of) > 1 ? (int)(threads_of) : 1;                                       \
   if (threads == 1) return tiles_fn(x, w, bias, res, y, q, &a, 0, items);                             \
   int failed = 0;                                                                                      \
   _Pragma("omp parallel num_threads(threads) reduction(|: failed)")                                    \
@@ -339,7 +341,7 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
 
 int sdc_conv_grouped_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
                          const int64_t *q, const float *act) {
-  OVER_TILES(grouped_tiles, (q[0] * q[15] * q[16] + ROWS - 1) / ROWS)
+  OVER_TILES(grouped_tiles, (q[0] * q[15] * q[16] + ROWS - 1) / ROWS, q[17])
 }
 
 /* ---------------------------------------------------------------- depthwise convolution */
@@ -440,7 +442,71 @@ static int depthwise_tiles(const float *x, const float *w, const float *bias, co
 
 int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
                            const int64_t *q, const float *act) {
-  OVER_TILES(depthwise_tiles, q[0] * q[15] * ((q[16] + DW_PIXELS - 1) / DW_PIXELS))
+  OVER_TILES(depthwise_tiles, q[0] * q[15] * ((q[16] + DW_PIXELS - 1) / DW_PIXELS), q[17])
+}
+
+/* ---------------------------------------------------------------- windows that tile the image */
+
+/* Tiles [item0, item1) of an ungrouped convolution whose windows tile an NCHW image (strides = the
+ * kernel, no pads, no dilation: a vision transformer's patch embedding), with an NCHW result. Tile i
+ * is the ROWS patches from i * ROWS of the flattened (n, oh, ow): each copied into a row of
+ * K = C * KH * KW values (c, kh, kw order), then one grouped tile of one tap over those rows per
+ * block of output channels, its results scattered to the channel planes. `q`: N C H W O OP KH KW OH
+ * OW threads, `w`: [K][OP]. Rows and columns past the last whole window are not read. */
+static int patch_tiles(const float *x, const float *w, const float *bias, const float *res, float *y,
+                       const int64_t *q, const act_t *a, int64_t item0, int64_t item1) {
+  const int64_t C = q[1], H = q[2], W = q[3], O = q[4], OP = q[5], KH = q[6], KW = q[7], OH = q[8], OW = q[9];
+  const int64_t K = C * KH * KW, P = q[0] * OH * OW, BLOCK = MAX_VECTORS * LANES;
+#if MAX_VECTORS >= 4
+  static const tile_fn tiles[] = {NULL, tile_1, tile_2, tile_3, tile_4};
+#else
+  static const tile_fn tiles[] = {NULL, tile_1, tile_2};
+#endif
+  (void)res;
+  float *rows = calloc((size_t)(ROWS * K), sizeof(float));
+  float *out = malloc(sizeof(float) * (size_t)(ROWS * BLOCK));
+  if (!rows || !out) {
+    free(rows); free(out);
+    return 1;
+  }
+  for (int64_t item = item0; item < item1; ++item) {
+    const float *xs[ROWS];
+    float *ys[ROWS];
+    const float *rs[ROWS] = {NULL};
+    int64_t base[ROWS]; /* the patch's result offset in channel plane 0, -1 past the last patch */
+    for (int r = 0; r < ROWS; ++r) {
+      const int64_t p = item * ROWS + r;
+      xs[r] = rows + r * K;
+      base[r] = -1;
+      if (p >= P) continue;
+      const int64_t n = p / (OH * OW), oh = p / OW % OH, ow = p % OW;
+      base[r] = n * O * OH * OW + oh * OW + ow;
+      float *row = rows + r * K;
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t kh = 0; kh < KH; ++kh, row += KW) {
+          const float *from = x + ((n * C + c) * H + oh * KH + kh) * W + ow * KW;
+          for (int64_t kw = 0; kw < KW; ++kw) row[kw] = from[kw]; /* (a memcpy call per 8 floats took longer) */
+        }
+    }
+    for (int64_t o0 = 0; o0 < O; o0 += BLOCK) {
+      const int64_t cols = O - o0 < BLOCK ? O - o0 : BLOCK;
+      for (int r = 0; r < ROWS; ++r) ys[r] = base[r] >= 0 ? out + r * BLOCK : NULL;
+      const float *ws = w + o0;
+      tiles[(cols + LANES - 1) / LANES](xs, &ws, 1, K, OP, ys, rs, bias ? bias + o0 : NULL, cols, a);
+      for (int r = 0; r < ROWS; ++r) {
+        if (base[r] < 0) continue;
+        float *to = y + base[r] + o0 * OH * OW;
+        for (int64_t j = 0; j < cols; ++j) to[j * OH * OW] = out[r * BLOCK + j];
+      }
+    }
+  }
+  free(rows); free(out);
+  return 0;
+}
+
+int sdc_conv_patches_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
+                         const int64_t *q, const float *act) {
+  OVER_TILES(patch_tiles, (q[0] * q[8] * q[9] + ROWS - 1) / ROWS, q[10])
 }
 
 /* ---------------------------------------------------------------- pooling */

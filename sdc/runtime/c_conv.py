@@ -11,7 +11,10 @@ merged into the convolution applied as each result vector is stored.
 
 Which convolutions (`prepare`): 2-d, float32, static channels, and
 - depthwise (groups = input channels = output channels) of at least `DEPTHWISE_MIN_CHANNELS`, or
-- grouped (2 or more groups, not depthwise).
+- grouped (2 or more groups, not depthwise), or
+- ungrouped with windows that tile the image (strides = kernel, larger than 1x1, no pads or
+  dilation: a vision transformer's patch embedding), on an NCHW input (`CPatchConv`), at most
+  `PATCH_MAX_MACS` multiply-adds a call.
 Ungrouped convolutions stay oneDNN's, whose JIT kernels are faster on them here. A call takes the C
 kernel when its input is a float32 channels-last tensor, otherwise oneDNN runs it, with the same
 results up to float rounding. The kernel splits the result's rows over torch's threads (the count the
@@ -47,6 +50,7 @@ from sdc.runtime.c_launcher import CCompileError, build_parallel_library, c_kern
 SOURCE = Path(__file__).with_name("c_conv.c")
 LANES = 16  # the widest vector the kernels use (AVX-512 floats): a weight's columns are padded to it
 DEPTHWISE_MIN_CHANNELS = 32  # fewer: one vector of channels, and oneDNN was faster (16 channels: 1.3x)
+PATCH_MAX_MACS = 1 << 22  # a call of a patch convolution (CPatchConv.fits): larger ones go to oneDNN
 
 # the unary op applied as the result is stored: c_conv.c's `act` kinds
 ACT_NONE, ACT_RELU, ACT_CLIP, ACT_HARD_SWISH, ACT_HARD_SIGMOID = range(5)
@@ -67,7 +71,7 @@ def library() -> ctypes.PyDLL | None:
             _library = False
             return None
         pointers = [ctypes.c_void_p] * 7
-        for name in ("sdc_conv_grouped_f32", "sdc_conv_depthwise_f32"):
+        for name in ("sdc_conv_grouped_f32", "sdc_conv_depthwise_f32", "sdc_conv_patches_f32"):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = pointers, ctypes.c_int
         lib.sdc_block_transpose_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 4
@@ -160,7 +164,51 @@ class CConv:
         return None if failed else y.permute(0, 3, 1, 2)
 
 
-def prepare(weight: torch.Tensor, attrs: dict, unary: str | None, unary_attrs: dict) -> CConv | None:
+@dataclass(frozen=True, eq=False)
+class CPatchConv:
+    """An ungrouped convolution whose windows tile the image (strides = kernel, no pads, no dilation:
+    a vision transformer's patch embedding), ready for c_conv.c's `sdc_conv_patches_f32`, which reads
+    an NCHW image and writes an NCHW result. oneDNN took 31 us for ViT's 3x3x32x32 -> 32 channels of
+    8x8 patches, sdc's patches-as-rows product in torch 26 us (half of it the copy into rows)."""
+
+    fn: Callable[..., int]
+    weight: torch.Tensor  # [C * KH * KW][OP], zeros past O
+    in_channels: int
+    out_channels: int
+    padded: int  # OP
+    kernel: tuple[int, int]
+    act: Any
+    applies_unary: bool
+
+    def fits(self, x: torch.Tensor) -> bool:
+        """Whether a call on `x` runs here: a float32 contiguous (NCHW) CPU tensor of the weight's
+        channels, holding at least one whole window, and at most `PATCH_MAX_MACS` multiply-adds of work
+        (past that oneDNN's fixed cost no longer matters and its JIT kernels were up to 1.2x faster)."""
+        if not (x.dtype == torch.float32 and x.dim() == 4 and x.device.type == "cpu"
+                and x.shape[1] == self.in_channels and x.shape[0] > 0 and x.shape[2] >= self.kernel[0]
+                and x.shape[3] >= self.kernel[1] and x.is_contiguous()):
+            return False
+        patches = x.shape[0] * (x.shape[2] // self.kernel[0]) * (x.shape[3] // self.kernel[1])
+        return patches * self.weight.shape[0] * self.out_channels <= PATCH_MAX_MACS
+
+    def __call__(self, x: torch.Tensor, bias: torch.Tensor | None, other: torch.Tensor | None) -> torch.Tensor | None:
+        """The convolution of `x` (which `fits`) plus `bias` and the unary op, NCHW; None where this
+        call cannot run here (a merged add, a bias of another dtype or size, scratch not allocated)."""
+        (kh, kw), o = self.kernel, self.out_channels
+        if other is not None or (bias is not None and not (
+                bias.dtype == torch.float32 and bias.is_contiguous() and bias.numel() == o)):
+            return None
+        n, c, h, w = x.shape
+        oh, ow = h // kh, w // kw
+        y = torch.empty((n, o, oh, ow), dtype=torch.float32)
+        sizes = (ctypes.c_int64 * 11)(n, c, h, w, o, self.padded, kh, kw, oh, ow, torch.get_num_threads())
+        failed = self.fn(x.data_ptr(), self.weight.data_ptr(), None if bias is None else bias.data_ptr(), None,
+                         y.data_ptr(), sizes, self.act)
+        return None if failed else y
+
+
+def prepare(weight: torch.Tensor, attrs: dict, unary: str | None,
+            unary_attrs: dict) -> CConv | CPatchConv | None:
     """The C convolution of `weight` [O, I/groups, KH, KW] with the op's decoded `attrs` (strides,
     pads, dilations, groups) and merged unary op, or None where none applies (module docstring). A
     unary op the kernel has no form of (sigmoid, tanh) is left to the caller (`applies_unary`)."""
@@ -168,6 +216,8 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None, unary_attrs: d
         return None
     groups = int(attrs["groups"])
     out_total, in_per_group, kh, kw = (int(d) for d in weight.shape)
+    if groups == 1:
+        return _prepare_patches(weight, attrs, unary, unary_attrs)
     if groups < 2 or out_total % groups or min(out_total, in_per_group, kh, kw) < 1:
         return None
     depthwise = in_per_group == 1 and out_total == groups
@@ -193,6 +243,24 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None, unary_attrs: d
         shape = (groups, in_per_group, out_per_group)
     return CConv(fn, packed, *shape, padded, (kh, kw), strides, pads, dilations,
                  (ctypes.c_float * 5)(*(act or activation(None, {}))), applies_unary)
+
+
+def _prepare_patches(weight: torch.Tensor, attrs: dict, unary: str | None, unary_attrs: dict) -> CPatchConv | None:
+    """`prepare` for an ungrouped `weight` whose windows tile the image, or None."""
+    out_channels, in_channels, kh, kw = (int(d) for d in weight.shape)
+    window = _window(attrs)
+    if (window is None or window != ((kh, kw), (1, 1), (0, 0, 0, 0)) or min(out_channels, in_channels) < 1
+            or kh * kw == 1):  # (a 1x1 convolution is a matrix product: reference_kernels.packed_conv)
+        return None
+    lib = library()
+    if lib is None:
+        return None
+    act = activation(unary, unary_attrs)
+    padded = -(-out_channels // LANES) * LANES
+    packed = torch.zeros(in_channels * kh * kw, padded, dtype=torch.float32)
+    packed[:, :out_channels] = weight.detach().reshape(out_channels, -1).t()
+    return CPatchConv(lib.sdc_conv_patches_f32, packed, in_channels, out_channels, padded, (kh, kw),
+                      (ctypes.c_float * 5)(*(act or activation(None, {}))), act is not None)
 
 
 def block_transpose(data: torch.Tensor, a: int, b: int) -> torch.Tensor | None:

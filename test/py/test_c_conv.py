@@ -1,5 +1,6 @@
 """sdc's own C convolutions over channels-last float32 (sdc/runtime/c_conv.py, c_conv.c): grouped and
-depthwise convolutions with their merged bias, residual add and unary op, and the channel shuffle,
+depthwise convolutions with their merged bias, residual add and unary op, convolutions whose windows
+tile an NCHW image (a ViT's patch embedding), and the channel shuffle,
 against an independent float64 torch computation on random inputs; where a call leaves them for oneDNN;
 and that the runtime's convolution kernel (`packed_conv`) and the executor's channel shuffle use them."""
 
@@ -130,7 +131,8 @@ def test_nan_stays_nan_through_relu_and_clip():
 
 def test_which_convolutions_and_calls_it_takes(monkeypatch):
     a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
-    assert c_conv.prepare(torch.randn(8, 8, 1, 1), a, None, {}) is None  # ungrouped: oneDNN's
+    assert c_conv.prepare(torch.randn(8, 8, 1, 1), a, None, {}) is None  # ungrouped 1x1: a matrix product
+    assert c_conv.prepare(torch.randn(8, 8, 3, 3), a, None, {}) is None  # ungrouped, not patches: oneDNN's
     assert c_conv.prepare(torch.randn(16, 1, 3, 3), {**a, "groups": 16}, None, {}) is None  # narrow depthwise
     assert c_conv.prepare(torch.randn(8, 4, 1, 1, dtype=torch.float64), {**a, "groups": 2}, None, {}) is None
     conv = c_conv.prepare(torch.randn(8, 4, 1, 1), {**a, "groups": 2}, "sigmoid", {})
@@ -171,6 +173,64 @@ def test_packed_conv_runs_grouped_convolutions_through_the_c_kernel(monkeypatch,
         got = kernel(None, attrs, x.contiguous(), w, bias, *([other] if adds else []))
     assert calls == [1]
     np.testing.assert_allclose(got.numpy(), want, **TOLERANCE)
+
+
+PATCHES = [  # (input shape, out channels, kernel)
+    ((3, 3, 32, 32), 32, (8, 8)),  # the real-model suite's ViT
+    ((2, 3, 35, 21), 70, (4, 4)),  # rows and columns past the last window; 70 = 4 vectors and 6 lanes
+    ((1, 5, 12, 18), 20, (6, 3)),  # non-square patches; one vector and 4 lanes
+    ((7, 2, 2, 2), 100, (2, 2)),  # one patch an image, over two blocks of output channels
+]
+
+
+@pytest.mark.parametrize("xs,out_channels,kernel", PATCHES)
+@pytest.mark.parametrize("with_bias,unary,unary_attrs", [(True, None, {}), (False, None, {}), (True, "relu", {}),
+                                                         (True, "clip", {"min": -0.5, "max": 0.5})])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_windows_that_tile_the_image_match_float64(xs, out_channels, kernel, with_bias, unary, unary_attrs, threads):
+    a = dict(strides=list(kernel), pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
+    w = torch.randn(out_channels, xs[1], *kernel) / math.sqrt(xs[1] * kernel[0] * kernel[1])
+    bias = torch.randn(out_channels) if with_bias else None
+    conv = c_conv.prepare(w, a, unary, unary_attrs)
+    assert isinstance(conv, c_conv.CPatchConv) and conv.applies_unary
+    x = torch.randn(*xs)
+    assert conv.fits(x)
+    with _threads(threads):
+        got = conv(x, bias, None)
+    assert got is not None and got.is_contiguous()
+    np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a, None, unary, unary_attrs), **TOLERANCE)
+
+
+def test_which_patch_convolutions_and_calls_it_takes():
+    a = dict(strides=[4, 4], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
+    w = torch.randn(16, 3, 4, 4)
+    assert c_conv.prepare(w, {**a, "strides": [4, 2]}, None, {}) is None  # overlapping windows
+    assert c_conv.prepare(w, {**a, "pads": [1, 1, 1, 1]}, None, {}) is None
+    assert c_conv.prepare(w, {**a, "dilations": [2, 2]}, None, {}) is None
+    conv = c_conv.prepare(w, a, "sigmoid", {})
+    assert conv is not None and not conv.applies_unary
+    assert conv.fits(torch.randn(1, 3, 9, 4))
+    assert not conv.fits(_channels_last(2, 3, 8, 8))  # channels-last: the matrix product or oneDNN
+    assert not conv.fits(torch.randn(1, 3, 3, 8))  # no whole window
+    assert not conv.fits(torch.randn(1, 4, 8, 8)) and not conv.fits(torch.randn(1, 3, 8, 8).double())
+    side = 4 * math.isqrt(c_conv.PATCH_MAX_MACS // (48 * 16)) + 8  # past the work that oneDNN does faster
+    assert not conv.fits(torch.randn(1, 3, side, side))
+    assert conv(torch.randn(1, 3, 8, 8), None, torch.randn(1, 16, 2, 2)) is None  # a merged add: oneDNN's
+    assert conv(torch.randn(1, 3, 8, 8), torch.randn(15), None) is None
+
+
+def test_packed_conv_runs_a_patch_embedding_through_the_c_kernel(monkeypatch):
+    a = dict(strides=[8, 8], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
+    w, bias = torch.randn(32, 3, 8, 8) / 14, torch.randn(32)
+    calls = []
+    real = c_conv.CPatchConv.__call__
+    monkeypatch.setattr(c_conv.CPatchConv, "__call__", lambda self, *args: calls.append(1) or real(self, *args))
+    kernel = packed_conv(CONV, a, w, (None, 3, 32, 32))
+    x = torch.randn(3, 3, 32, 32)
+    with torch.inference_mode():
+        got = kernel(None, a, x, w, bias)
+    assert calls == [1] and got.is_contiguous()
+    np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a), **TOLERANCE)
 
 
 @pytest.mark.parametrize("shape,a", [((1, 112, 5, 7), 4), ((2, 6, 3, 3), 3), ((1, 544, 1, 2), 4)])
