@@ -51,6 +51,11 @@ class Executable:
             self._signature = Signature(self.inputs, self.outputs, self.guards)
         except ValueError as e:
             raise artifact.error(MANIFEST, str(e)) from None
+        self.keeps_pages = False  # whether freed intermediates stay mapped (sdc/runtime/host_memory.py)
+        if device.type == "cpu":  # a call's intermediates reuse the pages the last call faulted in
+            from sdc.runtime.host_memory import keep_freed_pages
+
+            self.keeps_pages = keep_freed_pages()
         # On cuda one asynchronous copy: preparing the plan and compiling the kernels below overlap it.
         weights = artifact.load_weights(rank, device)
         self._shardings = _io_shardings(artifact, len(self.inputs), len(self.outputs)) if comm is not None else None

@@ -1,0 +1,72 @@
+"""A CPU executable keeps the pages of freed intermediates (sdc/runtime/host_memory.py): its calls stop
+faulting in fresh pages from the kernel, which glibc's default thresholds made a convolution net do on
+every call; SDC_KEEP_PAGES says whether, and a bad value is one error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+import sdc
+from sdc.diagnostics import SdcError
+from sdc.runtime import host_memory
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings")
+
+CALLS = textwrap.dedent("""
+    import resource, sys
+    import numpy as np, torch
+    import sdc.runtime
+    exe = sdc.runtime.load(sys.argv[1])
+    x = np.random.rand(1, 3, 224, 224).astype(np.float32)
+    def faults():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(5):
+        exe(x)
+    before = faults()
+    for _ in range(10):
+        exe(x)
+    print((faults() - before) / 10, exe.keeps_pages)
+""")
+
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def _faults_per_call(path, keep: str) -> tuple[float, bool]:
+    env = {"SDC_KEEP_PAGES": keep, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", CALLS, str(path)], capture_output=True, text=True,
+                          env={**{k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}, **env})
+    assert proc.returncode == 0, proc.stderr
+    faults, kept = proc.stdout.split()
+    return float(faults), kept == "True"
+
+
+def test_calls_stop_faulting_in_fresh_pages(tmp_path):
+    """The light zoo's ShuffleNet: with glibc's defaults 470-650 page faults a call on this project's
+    machine (its intermediates' sizes keep tripping the trim threshold)."""
+    sdc.compile(str(LIGHT / "light_shufflenet.onnx"), output=tmp_path / "net.sdc")
+    kept, on = _faults_per_call(tmp_path / "net.sdc", "1")
+    default, off = _faults_per_call(tmp_path / "net.sdc", "0")
+    assert on and not off
+    assert kept <= 5, f"{kept} page faults a call with the pages kept"
+    assert default >= 50, f"glibc's defaults gave {default} page faults a call"  # what the setting removes
+
+
+def test_the_setting_is_read_and_a_bad_value_is_one_error(monkeypatch):
+    monkeypatch.setenv("SDC_KEEP_PAGES", "0")
+    assert host_memory.keep_freed_pages() is False
+    monkeypatch.setenv("SDC_KEEP_PAGES", "sometimes")
+    with pytest.raises(SdcError, match="SDC_KEEP_PAGES='sometimes' is not one of 1, on, 0, off"):
+        host_memory.keep_freed_pages()
+    monkeypatch.setenv("SDC_KEEP_PAGES", "1")
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "4096")  # the caller's own glibc settings win
+    monkeypatch.setattr(host_memory, "_done", [])
+    assert host_memory.keep_freed_pages() is False
