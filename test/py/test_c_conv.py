@@ -233,7 +233,8 @@ def test_packed_conv_runs_a_patch_embedding_through_the_c_kernel(monkeypatch):
     np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a), **TOLERANCE)
 
 
-@pytest.mark.parametrize("shape,a", [((1, 112, 5, 7), 4), ((2, 6, 3, 3), 3), ((1, 544, 1, 2), 4)])
+@pytest.mark.parametrize("shape,a", [((1, 112, 5, 7), 4), ((2, 6, 3, 3), 3), ((1, 544, 1, 2), 4), ((1, 116, 3, 5), 2),
+                                     ((2, 8, 2, 3), 4), ((1, 64, 2, 2), 2), ((1, 128, 3, 1), 4)])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_channel_shuffle(shape, a, threads):
     x = _channels_last(*shape)
