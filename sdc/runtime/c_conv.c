@@ -440,8 +440,81 @@ static int depthwise_tiles(const float *x, const float *w, const float *bias, co
   return 0;
 }
 
+/* One result row of a 3x3 depthwise convolution for the channels [c, c + lanes): `rows` the three
+ * input rows (NULL: on the padding), `wv` the taps' weights. Inlined with `whole` (lanes = LANES)
+ * and `all_rows` constant, so the loop has no tests but the window's. */
+static inline __attribute__((always_inline)) void dw3_sweep(const float *const *rows, const vf *wv, float *yrow,
+                                                            const float *rrow, const float *bias, int64_t c,
+                                                            int64_t lanes, const int64_t *q, int64_t lo, int64_t hi,
+                                                            const act_t *a, const int whole, const int all_rows) {
+  const int64_t W = q[2], C = q[3], SW = q[10], PL = q[12], OW = q[16];
+#define DW3_LOAD(p) (whole ? ld(p) : ld_n(p, lanes))
+#define DW3_TAP(kh, kw) \
+  if (all_rows || rows[kh]) acc += DW3_LOAD(rows[kh] + (iw + (kw)) * C + c) * wv[(kh) * 3 + (kw)];
+  const vf start = bias ? DW3_LOAD(bias + c) : splat(0.0f);
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const int64_t iw = ow * SW - PL;
+    vf acc = start;
+    if (ow >= lo && ow < hi) {
+      DW3_TAP(0, 0) DW3_TAP(0, 1) DW3_TAP(0, 2)
+      DW3_TAP(1, 0) DW3_TAP(1, 1) DW3_TAP(1, 2)
+      DW3_TAP(2, 0) DW3_TAP(2, 1) DW3_TAP(2, 2)
+    } else if (iw == -1 && W >= 2) { /* the left edge: the first column on the padding */
+      DW3_TAP(0, 1) DW3_TAP(0, 2) DW3_TAP(1, 1) DW3_TAP(1, 2) DW3_TAP(2, 1) DW3_TAP(2, 2)
+    } else if (iw >= 0 && iw + 2 == W) { /* the right edge: the last column past the row */
+      DW3_TAP(0, 0) DW3_TAP(0, 1) DW3_TAP(1, 0) DW3_TAP(1, 1) DW3_TAP(2, 0) DW3_TAP(2, 1)
+    } else {
+      for (int kw = 0; kw < 3; ++kw) {
+        if (iw + kw < 0 || iw + kw >= W) continue;
+        for (int kh = 0; kh < 3; ++kh)
+          if (rows[kh]) acc += DW3_LOAD(rows[kh] + (iw + kw) * C + c) * wv[kh * 3 + kw];
+      }
+    }
+    finish(acc, yrow + ow * C + c, NULL, rrow ? rrow + ow * C + c : NULL, whole ? LANES : lanes, a);
+  }
+#undef DW3_TAP
+#undef DW3_LOAD
+}
+
+/* Result rows [item0, item1) (of the flattened (n, oh)) of a 3x3 depthwise convolution without
+ * dilation: per row and vector of channels, the 9 taps' weights stay in registers while the row's
+ * pixels are swept, each pixel one load per multiply-add and no pointer tables; the pixels whose
+ * windows lie inside the row (`lo` <= ow < `hi`) take no column checks. */
+static int depthwise3_rows(const float *x, const float *w, const float *bias, const float *res, float *y,
+                           const int64_t *q, const act_t *a, int64_t item0, int64_t item1) {
+  const int64_t H = q[1], W = q[2], C = q[3];
+  const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], OH = q[15], OW = q[16];
+  int64_t lo = (PL + SW - 1) / SW, hi = W - 3 + PL >= 0 ? (W - 3 + PL) / SW + 1 : 0;
+  if (hi > OW) hi = OW;
+  if (lo > hi) lo = hi;
+  for (int64_t item = item0; item < item1; ++item) {
+    const int64_t n = item / OH, oh = item % OH;
+    const float *rows[3];
+    for (int kh = 0; kh < 3; ++kh) {
+      const int64_t ih = oh * SH - PT + kh;
+      rows[kh] = ih >= 0 && ih < H ? x + (n * H + ih) * W * C : NULL;
+    }
+    const int all_rows = rows[0] && rows[1] && rows[2];
+    float *yrow = y + item * OW * C;
+    const float *rrow = res ? res + item * OW * C : NULL;
+    for (int64_t c = 0; c < C; c += LANES) {
+      const int64_t lanes = C - c < LANES ? C - c : LANES;
+      vf wv[9];
+      _Pragma("GCC unroll 9") for (int t = 0; t < 9; ++t)
+        wv[t] = lanes == LANES ? ld(w + t * C + c) : ld_n(w + t * C + c, lanes);
+      if (lanes == LANES && all_rows) dw3_sweep(rows, wv, yrow, rrow, bias, c, lanes, q, lo, hi, a, 1, 1);
+      else if (lanes == LANES) dw3_sweep(rows, wv, yrow, rrow, bias, c, lanes, q, lo, hi, a, 1, 0);
+      else dw3_sweep(rows, wv, yrow, rrow, bias, c, lanes, q, lo, hi, a, 0, 0);
+    }
+  }
+  return 0;
+}
+
 int sdc_conv_depthwise_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
                            const int64_t *q, const float *act) {
+  if (q[7] == 3 && q[8] == 3 && q[13] == 1 && q[14] == 1) {
+    OVER_TILES(depthwise3_rows, q[0] * q[15], q[17])
+  }
   OVER_TILES(depthwise_tiles, q[0] * q[15] * ((q[16] + DW_PIXELS - 1) / DW_PIXELS), q[17])
 }
 

@@ -78,6 +78,12 @@ CASES = [  # (input shape, out channels, kernel, strides, pads, dilations, group
     ((2, 72, 15, 14), 72, (5, 5), [2, 2], [2, 2, 2, 2], [1, 1], 72),  # MobileNet-v3's 5x5, stride 2
     ((1, 33, 9, 19), 33, (3, 3), [1, 1], [0, 2, 1, 0], [2, 1], 33),  # 33: one lane past a whole vector
     ((1, 544, 7, 7), 544, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 544),
+    # 3x3 depthwise without dilation (rows swept with the weights in registers): its edges and strides
+    ((2, 40, 9, 1), 40, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 40),  # one column: no window inside
+    ((1, 48, 7, 2), 48, (3, 3), [2, 2], [0, 1, 1, 0], [1, 1], 48),  # asymmetric pads, stride 2
+    ((1, 72, 15, 14), 72, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 72),  # stride 2: no right edge
+    ((1, 35, 5, 6), 35, (3, 3), [1, 1], [2, 2, 2, 2], [1, 1], 35),  # pads of 2; 3 lanes past 2 vectors
+    ((1, 64, 6, 5), 64, (3, 3), [1, 2], [0, 0, 0, 0], [1, 1], 64),  # no pads
 ]
 
 
