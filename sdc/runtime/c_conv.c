@@ -584,39 +584,77 @@ int sdc_conv_patches_f32(const float *x, const float *w, const float *bias, cons
 
 /* ---------------------------------------------------------------- pooling */
 
-/* A NaN-propagating max, as torch's pooling: once a window meets a NaN, the result is NaN. */
-static inline vf max_nan(vf acc, vf v) { return pick((v > acc) | (v != v), v, acc); }
+/* The max of a window's vectors, NaN-propagating as torch's pooling (once a window meets a NaN the
+ * result is NaN): `vmax` is one vmaxps, which gives v where either is NaN, and the NaNs
+ * seen are kept in a mask off that dependency chain (the pick per tap of before made the chain 3
+ * operations long). */
+static inline vf vmax(vf a, vf b) { /* a > b ? a : b per lane */
+#if defined(__AVX512F__)
+  return (vf)_mm512_max_ps((__m512)a, (__m512)b);
+#elif defined(__AVX__)
+  return (vf)_mm256_max_ps((__m256)a, (__m256)b);
+#else
+  return pick(a > b, a, b);
+#endif
+}
+#define MAX_INIT vf acc = splat(-__builtin_inff()); vi nans = (vi)splat(0.0f);
+#define MAX_TAKE(v) do { const vf v_ = (v); nans |= (vi)(v_ != v_); acc = vmax(acc, v_); } while (0)
+#define MAX_RESULT pick(nans, splat(__builtin_nanf("")), acc)
 
 /* Result rows [row0, row1) of the flattened (n, oh) of a 2-d max pooling over channels-last x
  * [N][H][W][C] into y [N][OH][OW][C]; q as the convolutions' (G = C, no weights). Taps on the padding
- * are skipped (the padding is -inf), so a window wholly on it gives -inf. */
+ * are skipped (the padding is -inf), so a window wholly on it gives -inf. A 3x3 window without
+ * dilation wholly inside the input takes its 9 taps unrolled, at fixed offsets from its corner. */
 static void max_pool_rows(const float *x, float *y, const int64_t *q, int64_t row0, int64_t row1,
                           const float **taps) {
   const int64_t H = q[1], W = q[2], C = q[3], KH = q[7], KW = q[8];
   const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
+  const int three = KH == 3 && KW == 3 && DH == 1 && DW == 1;
+  const int64_t rs = W * C; /* the next input row */
   for (int64_t row = row0; row < row1; ++row) {
-    const int64_t n = row / OH, oh = row % OH;
+    const int64_t n = row / OH, oh = row % OH, ih0 = oh * SH - PT;
     for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t iw0 = ow * SW - PL;
+      float *out = y + (row * OW + ow) * C;
+      if (three && ih0 >= 0 && ih0 + 2 < H && iw0 >= 0 && iw0 + 2 < W) {
+        const float *p = x + ((n * H + ih0) * W + iw0) * C;
+        int64_t c = 0;
+        for (; c < C; c += LANES) {
+          const int64_t k = C - c < LANES ? C - c : LANES;
+          const float *b = p + c;
+          MAX_INIT
+          if (k == LANES) {
+            MAX_TAKE(ld(b)); MAX_TAKE(ld(b + C)); MAX_TAKE(ld(b + 2 * C));
+            MAX_TAKE(ld(b + rs)); MAX_TAKE(ld(b + rs + C)); MAX_TAKE(ld(b + rs + 2 * C));
+            MAX_TAKE(ld(b + 2 * rs)); MAX_TAKE(ld(b + 2 * rs + C)); MAX_TAKE(ld(b + 2 * rs + 2 * C));
+            st(out + c, MAX_RESULT);
+          } else {
+            for (int64_t i = 0; i < 3; ++i)
+              for (int64_t j = 0; j < 3; ++j) MAX_TAKE(ld_n(b + i * rs + j * C, k));
+            st_n(out + c, MAX_RESULT, k);
+          }
+        }
+        continue;
+      }
       int64_t used = 0; /* the window's input pixels, once for all its channels */
       for (int64_t kh = 0; kh < KH; ++kh) {
-        const int64_t ih = oh * SH - PT + kh * DH;
+        const int64_t ih = ih0 + kh * DH;
         if (ih < 0 || ih >= H) continue;
         for (int64_t kw = 0; kw < KW; ++kw) {
-          const int64_t iw = ow * SW - PL + kw * DW;
+          const int64_t iw = iw0 + kw * DW;
           if (iw >= 0 && iw < W) taps[used++] = x + ((n * H + ih) * W + iw) * C;
         }
       }
-      float *out = y + (row * OW + ow) * C;
       int64_t c = 0;
       for (; c + LANES <= C; c += LANES) {
-        vf acc = splat(-__builtin_inff());
-        for (int64_t t = 0; t < used; ++t) acc = max_nan(acc, ld(taps[t] + c));
-        st(out + c, acc);
+        MAX_INIT
+        for (int64_t t = 0; t < used; ++t) MAX_TAKE(ld(taps[t] + c));
+        st(out + c, MAX_RESULT);
       }
       if (c < C) {
-        vf acc = splat(-__builtin_inff());
-        for (int64_t t = 0; t < used; ++t) acc = max_nan(acc, ld_n(taps[t] + c, C - c));
-        st_n(out + c, acc, C - c);
+        MAX_INIT
+        for (int64_t t = 0; t < used; ++t) MAX_TAKE(ld_n(taps[t] + c, C - c));
+        st_n(out + c, MAX_RESULT, C - c);
       }
     }
   }

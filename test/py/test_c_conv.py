@@ -314,14 +314,19 @@ def test_max_pool_matches_float64(xs, kernel, strides, pads, dilations, ceil_mod
     assert ref_calls == [1]
 
 
-def test_max_pool_propagates_nan():
-    a = dict(kernel=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], dilations=[1, 1], ceil_mode=False)
-    x = _channels_last(1, 17, 4, 4)
-    x[0, 16, 0, 1] = math.nan  # the lane past the last whole vector, window (0, 0)
-    x[0, 3, 3, 3] = math.nan
+@pytest.mark.parametrize("kernel,size", [(2, 4), (3, 7)])  # 3x3: the unrolled path of a window inside
+def test_max_pool_propagates_nan(kernel, size):
+    a = dict(kernel=[kernel] * 2, strides=[2, 2], pads=[0, 0, 0, 0], dilations=[1, 1], ceil_mode=False)
+    x = _channels_last(1, 17, size, size)
+    x[0, 16, 2 * kernel - 4, 2 * kernel - 4] = math.nan  # past the last whole vector: window (k-2, k-2)'s first tap
+    x[0, 3, size - 1, size - 1] = math.nan  # the last window
+    x[0, 5, 0, 0] = -math.inf  # a window's max is its other taps', not the NaN mask's
     got = c_conv.pool_kernel("max_pool", get_op("max_pool").ref, a)(None, a, x)
-    assert torch.isnan(got[0, 16, 0, 0]) and torch.isnan(got[0, 3, 1, 1])
-    assert int(torch.isnan(got).sum()) == 2
+    last = (size - kernel) // 2
+    assert torch.isnan(got[0, 16, kernel - 2, kernel - 2]) and torch.isnan(got[0, 3, last, last])
+    want = F.max_pool2d(x.double(), kernel, 2)  # (overlapping 3x3 windows share the NaN)
+    assert torch.equal(torch.isnan(got), torch.isnan(want)) and int(torch.isnan(got).sum()) in (2, 5)
+    assert got[0, 5, 0, 0] == x[0, 5, :kernel, :kernel].max()
 
 
 AVG_POOLS = [  # (input shape, kernel, strides, pads, dilations, ceil_mode, count_include_pad)
