@@ -746,15 +746,29 @@ static inline void st_some(float *d, const vf *v, int count, int64_t n) {
   }
 }
 
-/* Columns [j, j + n) (n at most LANES) of one pixel's A = 2 or 4 rows of B, interleaved: 16 columns
+/* The three-way interleave of a, b, c (a0 b0 c0 a1 ..): per result vector one shuffle takes the a's
+ * and b's, another the c's into the lanes left. */
+static inline void zip3(vf a, vf b, vf c, vf *out) {
+  out[0] = __builtin_shuffle(__builtin_shuffle(a, b, (vi){0, 16, 0, 1, 17, 0, 2, 18, 0, 3, 19, 0, 4, 20, 0, 5}), c,
+                             (vi){0, 1, 16, 3, 4, 17, 6, 7, 18, 9, 10, 19, 12, 13, 20, 15});
+  out[1] = __builtin_shuffle(__builtin_shuffle(a, b, (vi){21, 0, 6, 22, 0, 7, 23, 0, 8, 24, 0, 9, 25, 0, 10, 26}), c,
+                             (vi){0, 21, 2, 3, 22, 5, 6, 23, 8, 9, 24, 11, 12, 25, 14, 15});
+  out[2] = __builtin_shuffle(__builtin_shuffle(a, b, (vi){0, 11, 27, 0, 12, 28, 0, 13, 29, 0, 14, 30, 0, 15, 31, 0}), c,
+                             (vi){26, 1, 2, 27, 4, 5, 28, 7, 8, 29, 10, 11, 30, 13, 14, 31});
+}
+
+/* Columns [j, j + n) (n at most LANES) of one pixel's A = 2, 3 or 4 rows of B, interleaved: 16 columns
  * of 2 rows are 2 stores, of 4 rows 4, where one float at a time took 4x a plain copy's time. */
-static inline void transpose_columns(const float *s, float *d, int64_t A, int64_t B, int64_t j, int64_t n) {
+static inline __attribute__((always_inline)) void transpose_columns(const float *s, float *d, int64_t A, int64_t B,
+                                                                    int64_t j, int64_t n) {
   vf r[4];
   for (int64_t i = 0; i < A; ++i) r[i] = n == LANES ? ld(s + i * B + j) : ld_n(s + i * B + j, n);
   vf out[4];
   if (A == 2) {
     out[0] = zip_lo(r[0], r[1]);
     out[1] = zip_hi(r[0], r[1]);
+  } else if (A == 3) {
+    zip3(r[0], r[1], r[2], out);
   } else {
     const vf ab_lo = zip_lo(r[0], r[1]), ab_hi = zip_hi(r[0], r[1]);
     const vf cd_lo = zip_lo(r[2], r[3]), cd_hi = zip_hi(r[2], r[3]);
@@ -763,12 +777,16 @@ static inline void transpose_columns(const float *s, float *d, int64_t A, int64_
     out[2] = zip2_lo(ab_hi, cd_hi);
     out[3] = zip2_hi(ab_hi, cd_hi);
   }
-  st_some(d + j * A, out, (int)A, n * A);
+  if (n == LANES) /* (whole vectors stored from registers: st_some's pointer kept them in memory) */
+    for (int64_t k = 0; k < A; ++k) st(d + j * A + k * LANES, out[k]);
+  else
+    st_some(d + j * A, out, (int)A, n * A);
 }
 #endif
 
 /* out[p][j][i] = in[p][i][j] for in [P][A][B]: a channel shuffle of channels-last pixels (the channels
- * split into A groups of B, transposed), the pixels split over `threads`. */
+ * split into A groups of B, transposed), the pixels split over `threads`; also an NCHW image made
+ * channels-last (P = N, A = C, B = H * W). */
 int sdc_block_transpose_f32(const float *restrict in, float *restrict out, int64_t P, int64_t A, int64_t B,
                             int64_t threads) {
 #pragma omp parallel for num_threads(threads > 1 ? (int)threads : 1) if (threads > 1) schedule(static)
@@ -776,8 +794,15 @@ int sdc_block_transpose_f32(const float *restrict in, float *restrict out, int64
     const float *restrict s = in + p * A * B;
     float *restrict d = out + p * A * B;
 #if LANES == 16
-    if (A == 2 || A == 4) {
-      for (int64_t j = 0; j < B; j += LANES) transpose_columns(s, d, A, B, j, B - j < LANES ? B - j : LANES);
+    if (A >= 2 && A <= 4) {
+      int64_t j = 0;
+      if (A == 2)
+        for (; j + LANES <= B; j += LANES) transpose_columns(s, d, 2, B, j, LANES);
+      else if (A == 3)
+        for (; j + LANES <= B; j += LANES) transpose_columns(s, d, 3, B, j, LANES);
+      else
+        for (; j + LANES <= B; j += LANES) transpose_columns(s, d, 4, B, j, LANES);
+      if (j < B) transpose_columns(s, d, A, B, j, B - j);
       continue;
     }
 #endif

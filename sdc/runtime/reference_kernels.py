@@ -113,6 +113,10 @@ def layout_cast(env, a: dict, x: torch.Tensor) -> torch.Tensor:
     perm = list(a["layout"])
     if perm == list(range(x.dim())):
         return x.contiguous()
+    if perm == [0, 2, 3, 1]:  # an image's channels-last copy: its channels interleaved in C
+        lying = c_conv.to_channels_last(x)
+        if lying is not None:
+            return lying
     inverse = [0] * len(perm)
     for i, p in enumerate(perm):
         inverse[p] = i

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from sdc.dialect.opdef import get_op
 from sdc.runtime import c_conv
 from sdc.runtime.c_launcher import compiler
-from sdc.runtime.reference_kernels import EPILOGUE, EPILOGUE_ATTRS, packed_conv
+from sdc.runtime.reference_kernels import EPILOGUE, EPILOGUE_ATTRS, layout_cast, packed_conv
 
 try:
     compiler()
@@ -251,6 +251,27 @@ def test_channel_shuffle(shape, a, threads):
     assert got.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_array_equal(got.numpy(), want)
     assert c_conv.block_transpose(x.double(), a, b) is None
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 224, 224), (2, 3, 67, 61), (1, 2, 91, 93), (3, 4, 50, 41)])
+def test_an_image_made_channels_last(shape, monkeypatch):
+    """NCHW -> NHWC of a 2-4 channel image (whole and partial vectors of pixels), and layout_cast uses it."""
+    x = torch.randn(*shape)
+    got = c_conv.to_channels_last(x)
+    assert got is not None and got.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_array_equal(got.numpy(), x.numpy())
+    calls = []
+    real = c_conv.to_channels_last
+    monkeypatch.setattr(c_conv, "to_channels_last", lambda t: calls.append(1) or real(t))
+    cast = layout_cast(None, {"layout": [0, 2, 3, 1]}, x)
+    assert calls == [1] and cast.is_contiguous(memory_format=torch.channels_last) and torch.equal(cast, x)
+
+
+def test_which_images_are_made_channels_last_in_c():
+    assert c_conv.to_channels_last(torch.randn(1, 5, 64, 64)) is None  # more channels: torch's copy
+    assert c_conv.to_channels_last(torch.randn(1, 3, 8, 8)) is None  # small: torch's copy
+    assert c_conv.to_channels_last(torch.randn(1, 3, 64, 64).double()) is None
+    assert c_conv.to_channels_last(torch.randn(1, 64, 64, 3).permute(0, 3, 1, 2)) is None  # already lying so
 
 
 @pytest.mark.parametrize("threads", [2, 3])
