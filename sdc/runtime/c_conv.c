@@ -222,7 +222,7 @@ static inline void finish_half(vh v, float *y, const float *bias, const float *r
         _Pragma("GCC unroll 8") for (int r = 0; r < ROWS; ++r) {                                       \
           const vf bv = splat(b[r]);                                                                   \
           _Pragma("GCC unroll 8") for (int v = 0; v < V; ++v) acc[r][v] += bv * wv[v];                \
-          half[r] += splath(b[r]) * wh;                                                                \
+          half[r] += (vh)_mm512_castps512_ps256((__m512)bv) * wh; /* (one broadcast, from memory) */  \
         }                                                                                              \
       }                                                                                                \
     }                                                                                                  \
