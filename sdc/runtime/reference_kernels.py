@@ -205,7 +205,8 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
     adds, finish = _epilogue(attrs)
     post_op, post_scalars = _onednn_post_op(attrs)
     convolution = torch.ops.mkldnn._convolution_pointwise
-    own = c_conv.prepare(weight, attrs, *_epilogue_unary(attrs))  # grouped and depthwise: sdc's C kernel
+    own = c_conv.prepare(weight, attrs, *_epilogue_unary(attrs))  # grouped, depthwise, small: sdc's C kernels
+    own_pointwise = groups == 1 and isinstance(own, c_conv.CConv)
     fallback = _with_epilogue(ref, attrs) if attrs.get(EPILOGUE) else ref
 
     kernel = [int(k) for k in weight.shape[2:]]
@@ -221,12 +222,14 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
         bias, other = _split_operands(rest, adds)
         if not _plain_f32(x) or (bias is not None and bias.dtype != torch.float32) or (adds and not _plain_f32(other)):
             return fallback(env, a, x, w, *rest)
-        if own is not None and own.fits(x):
+        cheap = matrix is not None and _product_is_cheaper(
+            x.shape[0] * (x.shape[2] // kernel[0]) * (x.shape[3] // kernel[1]), matrix.numel())
+        # (an ungrouped 1x1 convolution runs in C only where a small product would run as one)
+        if own is not None and (cheap or not own_pointwise) and own.fits(x):
             out = own(x, bias, other)
             if out is not None:
                 return out if own.applies_unary else finish(out)
-        if matrix is not None and _product_is_cheaper(
-                x.shape[0] * (x.shape[2] // kernel[0]) * (x.shape[3] // kernel[1]), matrix.numel()):
+        if cheap:
             out = _pointwise_matmul(x, matrix, bias) if pointwise else _patch_matmul(x, matrix, kernel, bias)
             if adds:
                 out = out.add_(other) if other.shape == out.shape else out + other

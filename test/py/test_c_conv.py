@@ -137,7 +137,7 @@ def test_nan_stays_nan_through_relu_and_clip():
 
 def test_which_convolutions_and_calls_it_takes(monkeypatch):
     a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
-    assert c_conv.prepare(torch.randn(8, 8, 1, 1), a, None, {}) is None  # ungrouped 1x1: a matrix product
+    assert c_conv.prepare(torch.randn(8, 8, 1, 1), {**a, "strides": [2, 2]}, None, {}) is None  # strided 1x1
     assert c_conv.prepare(torch.randn(8, 8, 3, 3), a, None, {}) is None  # ungrouped, not patches: oneDNN's
     assert c_conv.prepare(torch.randn(16, 1, 3, 3), {**a, "groups": 16}, None, {}) is None  # narrow depthwise
     assert c_conv.prepare(torch.randn(8, 4, 1, 1, dtype=torch.float64), {**a, "groups": 2}, None, {}) is None
@@ -223,6 +223,31 @@ def test_which_patch_convolutions_and_calls_it_takes():
     assert not conv.fits(torch.randn(1, 3, side, side))
     assert conv(torch.randn(1, 3, 8, 8), None, torch.randn(1, 16, 2, 2)) is None  # a merged add: oneDNN's
     assert conv(torch.randn(1, 3, 8, 8), torch.randn(15), None) is None
+
+
+@pytest.mark.parametrize("shape,out_channels,unary,adds,small", [
+    ((2, 160, 6, 4), 960, "hard_swish", False, True),  # MobileNet-v3's last stages: 48 pixels
+    ((2, 240, 1, 1), 960, "hard_sigmoid", False, True),  # a squeeze-excite block's: one pixel an image
+    ((1, 40, 9, 7), 24, None, True, True),  # few multiply-adds, a residual add merged
+    ((1, 64, 56, 56), 256, "relu", False, False),  # large: oneDNN's
+])
+def test_packed_conv_runs_small_pointwise_convolutions_in_c(monkeypatch, shape, out_channels, unary, adds, small):
+    a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
+    unary_attrs = {"alpha": 1 / 6, "beta": 0.5} if unary == "hard_sigmoid" else {}
+    epilogue = [*(["add"] if adds else []), *([unary] if unary else [])]
+    attrs = {**a, **({EPILOGUE: epilogue} if epilogue else {}),
+             **({EPILOGUE_ATTRS: sorted(unary_attrs.items())} if unary else {})}
+    w, bias = torch.randn(out_channels, shape[1], 1, 1) / math.sqrt(shape[1]), torch.randn(out_channels)
+    calls = []
+    real = c_conv.CConv.__call__
+    monkeypatch.setattr(c_conv.CConv, "__call__", lambda self, *args: calls.append(1) or real(self, *args))
+    kernel = packed_conv(CONV, attrs, w, shape)
+    x, other = _channels_last(*shape), _channels_last(shape[0], out_channels, *shape[2:])
+    with torch.inference_mode():
+        got = kernel(None, attrs, x, w, bias, *([other] if adds else []))
+    assert calls == ([1] if small else [])
+    want = _reference(x, w, bias, a, other if adds else None, unary, unary_attrs)
+    np.testing.assert_allclose(got.numpy(), want, **TOLERANCE)
 
 
 def test_packed_conv_runs_a_patch_embedding_through_the_c_kernel(monkeypatch):
