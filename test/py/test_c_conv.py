@@ -406,3 +406,21 @@ def test_avg_pool_matches_float64(xs, kernel, strides, pads, dilations, ceil_mod
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(run(None, a, x.contiguous()).numpy(), got.numpy(), rtol=1e-5, atol=1e-6)
     assert ref_calls == [1]  # row-major: the reference's pooling
+
+
+def test_one_kernel_called_at_several_shapes_and_thread_counts():
+    """What a call derives from its input's shape and the thread count is kept per both: a symbolic
+    image size or batch gives each call its own sizes."""
+    a = dict(strides=[2, 1], pads=[1, 1, 1, 1], dilations=[1, 1], groups=4)
+    w, bias = torch.randn(24, 4, 3, 3) / 6, torch.randn(24)
+    conv = c_conv.prepare(w, a, "relu", {})
+    pool_attrs = dict(kernel=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], dilations=[1, 1], ceil_mode=False)
+    pool = c_conv.pool_kernel("max_pool", get_op("max_pool").ref, pool_attrs)
+    for shape, threads in [((1, 16, 5, 7), 1), ((2, 16, 9, 4), 1), ((1, 16, 5, 7), 2), ((3, 16, 6, 6), 2),
+                           ((1, 16, 5, 7), 1)]:
+        x = _channels_last(*shape)
+        with _threads(threads):
+            got = conv(x, bias, None)
+            pooled = pool(None, pool_attrs, x)
+        np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a, unary="relu"), **TOLERANCE)
+        np.testing.assert_array_equal(pooled.numpy(), F.max_pool2d(x, 3, 2, 1).numpy())
