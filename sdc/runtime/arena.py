@@ -21,7 +21,6 @@ it (the executor as it was before memory planning). Results are the same either 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,20 +28,15 @@ import torch
 
 from sdc.diagnostics import SdcError
 from sdc.runtime import plan_schema as S
+from sdc.runtime.switches import env_switch
 
 ARENA_ENV = "SDC_ARENA"
 
 
 def arena_enabled(device: torch.device | None) -> bool:
     """SDC_ARENA (read when an artifact is loaded): 1/on or 0/off; unset, on for CUDA only."""
-    text = os.environ.get(ARENA_ENV, "").strip().lower()
-    if text in ("0", "off", "false", "no"):
-        return False
-    if text in ("1", "on", "true", "yes"):
-        return True
-    if text:
-        raise SdcError(f"{ARENA_ENV}={os.environ[ARENA_ENV]!r} is not one of 1, on, 0, off")
-    return device is not None and device.type == "cuda"
+    chosen = env_switch(ARENA_ENV)
+    return chosen if chosen is not None else device is not None and device.type == "cuda"
 
 
 def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -290,13 +290,8 @@ def block_transpose(data: torch.Tensor, a: int, b: int) -> torch.Tensor | None:
     transposed and joined) in channels-last, or None where the C kernel does not take it."""
     if data.dtype != torch.float32 or data.device.type != "cpu" or data.numel() == 0:
         return None
-    lib = library()
-    if lib is None:
-        return None
     n, c, h, w = data.shape
-    out = torch.empty((n, h, w, c), dtype=torch.float32)
-    lib.sdc_block_transpose_f32(data.data_ptr(), out.data_ptr(), n * h * w, a, b, torch.get_num_threads())
-    return out.permute(0, 3, 1, 2)
+    return _block_transpose(data, n * h * w, a, b)
 
 
 def to_channels_last(x: torch.Tensor) -> torch.Tensor | None:
@@ -307,12 +302,19 @@ def to_channels_last(x: torch.Tensor) -> torch.Tensor | None:
     if (x.dtype != torch.float32 or x.device.type != "cpu" or x.dim() != 4 or not 2 <= x.shape[1] <= 4
             or not x.is_contiguous() or x.numel() < TO_CHANNELS_LAST_MIN):
         return None
+    n, c, h, w = x.shape
+    return _block_transpose(x, n, c, h * w)
+
+
+def _block_transpose(x: torch.Tensor, p: int, a: int, b: int) -> torch.Tensor | None:
+    """`sdc_block_transpose_f32` of `x` as [p][a][b] into a channels-last tensor of x's logical
+    shape [N, C, H, W] (a view of a new [N, H, W, C]), or None without the library."""
     lib = library()
     if lib is None:
         return None
     n, c, h, w = x.shape
     out = torch.empty((n, h, w, c), dtype=torch.float32)
-    lib.sdc_block_transpose_f32(x.data_ptr(), out.data_ptr(), n, c, h * w, torch.get_num_threads())
+    lib.sdc_block_transpose_f32(x.data_ptr(), out.data_ptr(), p, a, b, torch.get_num_threads())
     return out.permute(0, 3, 1, 2)
 
 

@@ -40,17 +40,16 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
-from sdc.diagnostics import SdcError
 from sdc.limits import check_alloc
 from sdc.runtime.arena import ArenaAlloc
 from sdc.runtime.c_launcher import _MISFIT, CCompileError, CLaunch, _dense_strides, build_library, out_of_memory
 from sdc.runtime.executor import AllocBuffer, EventStep, FreeSlots, PreparedOp, ViewSlot
+from sdc.runtime.switches import env_switch
 
 SEGMENTS_ENV = "SDC_C_SEGMENTS"
 VIEW_OPS = ("reshape", "unsqueeze", "squeeze", "transpose", "broadcast", "slice")
@@ -110,12 +109,7 @@ int sdc_strided_copy(void **p, const int64_t *d)
 
 def segments_enabled() -> bool:
     """SDC_C_SEGMENTS (read when an artifact is loaded): unset or 1/on, runs of C launches as one call."""
-    text = os.environ.get(SEGMENTS_ENV, "").strip().lower()
-    if text in ("", "1", "on", "true", "yes"):
-        return True
-    if text in ("0", "off", "false", "no"):
-        return False
-    raise SdcError(f"{SEGMENTS_ENV}={os.environ[SEGMENTS_ENV]!r} is not one of 1, on, 0, off")
+    return env_switch(SEGMENTS_ENV) is not False
 
 
 _SEQUENCER_LIB: list = []  # the loaded sequencer library, once per process (None: it did not build)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from sdc.diagnostics import SdcError
+from sdc.runtime.switches import env_switch
 
 KEEP_PAGES_ENV = "SDC_KEEP_PAGES"
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
@@ -34,12 +34,7 @@ _done: list[bool] = []  # [whether the settings took], once per process
 
 def keep_pages_enabled() -> bool:
     """SDC_KEEP_PAGES (read when a CPU executable is loaded): unset or 1/on, or 0/off."""
-    text = os.environ.get(KEEP_PAGES_ENV, "").strip().lower()
-    if text in ("", "1", "on", "true", "yes"):
-        return True
-    if text in ("0", "off", "false", "no"):
-        return False
-    raise SdcError(f"{KEEP_PAGES_ENV}={os.environ[KEEP_PAGES_ENV]!r} is not one of 1, on, 0, off")
+    return env_switch(KEEP_PAGES_ENV) is not False
 
 
 def keep_freed_pages() -> bool:

@@ -96,3 +96,23 @@ def test_fp32_math_sets_torch_fp32_precision_and_restores_it():
             assert (conv.fp32_precision, matmul.fp32_precision) == ("tf32", "tf32")
             raise RuntimeError("inside")
     assert (conv.fp32_precision, matmul.fp32_precision) == before
+
+
+@pytest.mark.parametrize("value,want", [("1", True), (" On ", True), ("yes", True), ("0", False), ("OFF", False),
+                                        ("no", False), ("", None), (None, None)])
+def test_an_on_off_setting_is_read_in_one_way(monkeypatch, value, want):
+    from sdc.runtime.switches import env_switch
+
+    if value is None:
+        monkeypatch.delenv("SDC_SOME_SWITCH", raising=False)
+    else:
+        monkeypatch.setenv("SDC_SOME_SWITCH", value)
+    assert env_switch("SDC_SOME_SWITCH") is want
+
+
+def test_an_on_off_setting_of_another_value_is_one_error(monkeypatch):
+    from sdc.runtime.switches import env_switch
+
+    monkeypatch.setenv("SDC_SOME_SWITCH", "2")
+    with pytest.raises(SdcError, match=r"^SDC_SOME_SWITCH='2' is not one of 1, on, 0, off$"):
+        env_switch("SDC_SOME_SWITCH")
