@@ -417,7 +417,8 @@ class ReferenceExecutor:
             from sdc.runtime.c_segment import build_segments  # runs of C launches as one call
 
             program_now = build_segments(program_now, self.output_slots, self.initial)
-        self.fast_program = _straight_line(_fuse_bias_adds(program_now, self.initial), comm)
+        self.fast_program = _straight_line(_join_concat_chains(_fuse_bias_adds(program_now, self.initial),
+                                                               self.output_slots), comm)
         # Reference kernels (torch ops) make tensors without naming a device and compute f32 products
         # through cuBLAS/cuDNN, so on a device they run under torch's default-device mode and
         # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names
@@ -598,6 +599,56 @@ def _fuse_bias_adds(program: list[Callable[[list, RunState], None]],
                                      kernel=_linear_kernel, waits_for_comm=mm.waits_for_comm or add.waits_for_comm)
         out[j] = FreeSlots((), ())
     return [step for step in out if not (isinstance(step, FreeSlots) and not step.slots)]
+
+
+def _join_concat_chains(program: list[Callable[[list, RunState], None]],
+                        output_slots: list[int]) -> list[Callable[[list, RunState], None]]:
+    """`program` with each left-leaning chain of 2-way concats along one axis (how an n-way concat is
+    written: the sdc dialect's ops have fixed arity) made one `torch.cat` of all the parts, where each
+    inner result is read by the next concat only, right after it (only frees between them), and then
+    freed: an Inception block's 4-way concat copied its first parts three times (Inception-v2's 28
+    concats took 0.9 ms at 2 threads, onnxruntime's 10 0.46). The frees of the inner concats'
+    operands move after the joined one, which reads them."""
+    out = list(program)
+    j = -1
+    while j + 1 < len(out):
+        j += 1
+        outer = out[j]
+        if not (_plain_concat(outer) and len(outer.ins) == 2):
+            continue
+        i = j - 1
+        while i >= 0 and isinstance(out[i], FreeSlots):
+            i -= 1
+        inner = out[i] if i >= 0 else None
+        inner_slot = outer.ins[0]
+        if not (_plain_concat(inner) and inner.outs == (inner_slot,) and inner.attrs["axis"] == outer.attrs["axis"]
+                and inner_slot != outer.ins[1] and inner_slot not in output_slots
+                and not any(inner_slot in f.slots for f in out[i + 1:j]) and _last_read(out, j, inner_slot)):
+            continue
+        between = [f for f in out[i + 1:j] if f.slots]
+        parts = inner.ins + outer.ins[1:]
+        axis = outer.attrs["axis"]
+        out[j] = dataclasses.replace(outer, ins=parts, kernel=_concat_kernel,
+                                     direct=functools.partial(_concat_parts, axis=axis),
+                                     waits_for_comm=inner.waits_for_comm or outer.waits_for_comm)
+        out[i] = FreeSlots((), ())
+        for k in range(i + 1, j):
+            out[k] = FreeSlots((), ())
+        out.insert(j + 1, FreeSlots(tuple(s for f in between for s in f.slots), tuple(s for f in between for s in f.keep)))
+    return [step for step in out if not (isinstance(step, FreeSlots) and not step.slots)]
+
+
+def _plain_concat(op: Any) -> bool:
+    return (isinstance(op, PreparedOp) and op.name == "concat" and len(op.outs) == 1 and op.plain(None)
+            and not op.communicates and isinstance(op.attrs.get("axis"), int))
+
+
+def _concat_parts(*parts: torch.Tensor, axis: int) -> torch.Tensor:
+    return torch.cat(parts, axis)
+
+
+def _concat_kernel(env: RefEnv, a: dict, *parts: torch.Tensor) -> torch.Tensor:
+    return torch.cat(parts, a["axis"])
 
 
 def _last_read(program: list[Callable[[list, RunState], None]], reader: int, slot: int) -> bool:

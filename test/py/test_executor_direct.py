@@ -327,3 +327,39 @@ def test_small_calls_run_on_one_thread_and_match_eager(tmp_path, monkeypatch) ->
     finally:
         monkeypatch.undo()
         torch.set_num_threads(before)
+
+
+class Branches(torch.nn.Module):
+    """An Inception block's 4-way concat of four convolutions, and a 3-way one whose inner 2-way result
+    is read again (so it stays a concat of its own)."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(3, 4 + i, 3, padding=1) for i in range(4))
+
+    def forward(self, x):
+        a, b, c, d = (torch.relu(conv(x)) for conv in self.convs)
+        da = torch.cat([d, a], 1)
+        dab = torch.cat([da, b], 1)
+        return torch.cat([a, b, c, d], 1) * 2, dab, (da * dab[:, :11]).sum((2, 3))  # da read after dab
+
+
+def test_chains_of_concats_join_into_one_cat(tmp_path) -> None:
+    import sdc
+    from sdc.runtime.executor import PreparedOp, _join_concat_chains
+
+    torch.manual_seed(0)
+    model = Branches().eval()
+    exe = sdc.compile(model, (torch.randn(2, 3, 8, 8),), output=tmp_path / "m.sdc")
+    ex = exe._executor
+    before = [op for op in ex.program if isinstance(op, PreparedOp) and op.name == "concat"]
+    after = [op for op in _join_concat_chains(ex.program, ex.output_slots)
+             if isinstance(op, PreparedOp) and op.name == "concat"]
+    assert all(len(op.ins) == 2 for op in before) and len(before) == 5
+    assert sorted(len(op.ins) for op in after) == [2, 2, 4]  # the 4-way chain joined; da and (da, b) not
+    for _ in range(2):
+        x = torch.randn(2, 3, 8, 8)
+        with torch.no_grad():
+            want = model(x)
+        for got, w in zip(exe(x), want):
+            torch.testing.assert_close(got, w, rtol=1e-5, atol=1e-5)
