@@ -29,15 +29,17 @@ without OpenMP builds it single-threaded. A host without a C compiler, or `SDC_C
 runs every convolution through oneDNN.
 
 Also here: the channel shuffle of a channels-last float32 tensor as one pass of small transposes
-(`block_transpose`), 2-3x faster than torch's strided copy of it; and 2-d max and average pooling
-of one (`pool_kernel`), vectorized over the channels as they lie (torch's max pooling took 265 us for
-ShuffleNet's first, onnxruntime's 78).
+(`block_transpose`), 2-4x faster than torch's strided copy of it, and an NCHW image of 2-4 channels
+made channels-last the same way (`to_channels_last`); and 2-d max and average pooling of one
+(`pool_kernel`), vectorized over the channels as they lie (ShuffleNet's first max pooling: torch 190
+us, here 58).
 
 Measured on this project's 2-core AMD EPYC (AVX-512), one thread, each kernel alone against oneDNN's
 prepacked call with its post-op (2026-12-04), as a fraction of oneDNN's time: ShuffleNet's grouped 1x1
-convolutions 0.78-1.03x, its depthwise ones 0.55-0.90x, MobileNet-v3's 5x5 depthwise ones 0.95-1.3x,
-a 16-channel 3x3 depthwise one 1.3x (hence the minimum channels); ungrouped ones 0.9-2.2x (hence
-oneDNN for them).
+convolutions 0.78-1.03x, MobileNet-v3's 5x5 depthwise ones 0.95-1.3x, a 16-channel 3x3 depthwise one
+1.3x (hence the minimum channels; 3x3 depthwise ones now sweep rows with their weights in registers,
+2x the tiles' speed); ungrouped 3x3 ones 0.9-2.2x (hence oneDNN for them but a ViT's patch embedding
+and small 1x1 ones, above).
 """
 
 from __future__ import annotations
