@@ -336,7 +336,8 @@ class ReferenceExecutor:
         view_bases = {s.of for s in program.steps if isinstance(s, S.View)}
         # The memory plan's arena (sdc/runtime/arena.py); with SDC_ARENA=0 its values get torch's memory.
         planned = program.arena.offsets if program.arena is not None else {}
-        self.arena = Arena(program.arena, device) if planned and arena_enabled(device) else None
+        use_arena = arena_enabled(device)  # (read for every plan: a bad value is an error for all of them)
+        self.arena = Arena(program.arena, device) if planned and use_arena else None
         allocated = {s.value for s in program.steps
                      if isinstance(s, S.Alloc) and (self.arena is not None or s.value not in planned)}
         if self.arena is not None:  # a placed value's slot is bound to its view before the step that makes it
