@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +84,10 @@ class Executable:
         self._keepalive: Any = None
         # Set a `sdc.runtime.profile.Profiler` to time each launch and collective step of later calls.
         self.profiler: Any = None
+        # Calls from several Python threads run one at a time: a call's plan reuses buffers of its own
+        # between calls (a C segment's kept values, the arena, a CUDA graph's static inputs) and sets
+        # torch's process-wide thread count per op (sdc/runtime/gate.py).
+        self._call_lock = threading.Lock()
 
     def __call__(self, *args: Any, **named: Any) -> list:
         """Run on inputs given by position and/or by name; returns the outputs, in order, as a list.
@@ -90,17 +95,18 @@ class Executable:
         numpy arrays in give numpy arrays out (bf16 widened to f32); if any input is a torch
         tensor the outputs are torch tensors (made under `torch.inference_mode()`).
         """
-        if self.comm is None:
-            bound = self._signature.bind(args, named, self.device)
-            outs = self._executor.run(self._on_device(bound.tensors), bound.symbols, self.profiler)
-        else:
-            try:
-                bound, outs = self._run_distributed(args, named)
-            except BaseException:
-                from sdc.runtime.distributed import FAILED
+        with self._call_lock:
+            if self.comm is None:
+                bound = self._signature.bind(args, named, self.device)
+                outs = self._executor.run(self._on_device(bound.tensors), bound.symbols, self.profiler)
+            else:
+                try:
+                    bound, outs = self._run_distributed(args, named)
+                except BaseException:
+                    from sdc.runtime.distributed import FAILED
 
-                FAILED.set()  # the other ranks may be waiting in a collective: no barrier at exit
-                raise
+                    FAILED.set()  # the other ranks may be waiting in a collective: no barrier at exit
+                    raise
         # An output may alias a weight or an input (identity-like ops): give the caller its own copy.
         weights, given, taken = self._weight_storages, {_storage(t) for t in bound.tensors}, set()
         result = []
@@ -121,8 +127,9 @@ class Executable:
         graphs = self._executor.graphs
         if graphs is None or self.comm is not None:
             return None
-        bound = self._signature.bind(args, named, self.device)
-        return graphs.static_inputs(self._on_device(bound.tensors), bound.symbols)
+        with self._call_lock:
+            bound = self._signature.bind(args, named, self.device)
+            return graphs.static_inputs(self._on_device(bound.tensors), bound.symbols)
 
     def _on_device(self, tensors: list) -> list:
         device = self.device

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import threading
 import sys
 from pathlib import Path
 
@@ -164,6 +165,60 @@ def test_repeated_calls_are_independent(symbolic, rng):
     first = symbolic(a1, b1)[0].copy()
     symbolic(rng.standard_normal((9, 6), dtype=np.float32), rng.standard_normal((6, 4), dtype=np.float32))
     np.testing.assert_array_equal(symbolic(a1, b1)[0], first)
+
+def test_calls_from_two_threads_run_one_at_a_time(mlp, rng, monkeypatch):
+    """A call's plan reuses its own buffers between calls and sets torch's thread count per op, so a
+    second thread's call waits for the first to finish: held inside the executor here, the other
+    thread must not get in."""
+
+    exe, params = mlp
+    inside, release, entered = threading.Event(), threading.Event(), []
+    run = exe._executor.run
+
+    def held_run(*args, **kwargs):
+        entered.append(threading.current_thread().name)
+        if len(entered) == 1:
+            inside.set()
+            assert release.wait(10)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(exe._executor, "run", held_run)
+    x = rng.standard_normal((2, 16), dtype=np.float32)
+    results = {}
+    first = threading.Thread(target=lambda: results.setdefault("first", exe(x)), name="first")
+    second = threading.Thread(target=lambda: results.setdefault("second", exe(2 * x)), name="second")
+    first.start()
+    assert inside.wait(10)
+    second.start()
+    second.join(0.3)
+    assert entered == ["first"], "a second call ran while the first was inside the executor"
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert entered == ["first", "second"]
+    np.testing.assert_allclose(results["first"][0], mlp_numpy(x, params), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(results["second"][0], mlp_numpy(2 * x, params), rtol=1e-5, atol=1e-6)
+
+
+def test_concurrent_calls_give_each_caller_its_own_results(mlp, rng):
+    exe, params = mlp
+    xs = [rng.standard_normal((4, 16), dtype=np.float32) for _ in range(4)]
+    want = [mlp_numpy(x, params) for x in xs]
+    wrong = []
+
+    def calls(i):
+        for _ in range(50):
+            (got,) = exe(xs[i])
+            if not np.allclose(got, want[i], rtol=1e-5, atol=1e-6):
+                wrong.append(i)
+
+
+    threads = [threading.Thread(target=calls, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong
 
 
 def test_outputs_never_alias_weights_or_inputs(tmp_path, rng):
