@@ -73,12 +73,13 @@ class TrainStep:
         import torch
 
         rate = torch.tensor(self.lr if lr is None else float(lr), dtype=torch.float32)
-        extra = {}
-        if self.rng is not None:
-            extra = {RNG_INPUTS[0]: torch.tensor(self.seed if seed is None else int(seed), dtype=torch.int64),
-                     RNG_INPUTS[1]: torch.tensor(self._steps * int(self.rng["stride"]), dtype=torch.int64)}
-        (loss, *_) = self.program(*batch, lr=rate, **extra)
-        self._steps += 1
+        with self.program.lock:  # steps from several threads run one at a time, each on the last one's state
+            extra = {}
+            if self.rng is not None:
+                extra = {RNG_INPUTS[0]: torch.tensor(self.seed if seed is None else int(seed), dtype=torch.int64),
+                         RNG_INPUTS[1]: torch.tensor(self._steps * int(self.rng["stride"]), dtype=torch.int64)}
+            (loss, *_) = self.program(*batch, lr=rate, **extra)
+            self._steps += 1
         return float(loss)
 
     __call__ = step

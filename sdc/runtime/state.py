@@ -15,6 +15,7 @@ the old one, which is dropped: no copy), and returns only the outputs that updat
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -81,6 +82,9 @@ class StatefulProgram:
         import torch
 
         self.exe = exe
+        # A step reads the state and replaces it: steps from several threads run one at a time (re-entrant:
+        # sdc.train.TrainStep holds it around its own counters and the call).
+        self.lock = threading.RLock()
         artifact = exe.artifact
         self.slots = check_state(artifact.manifest["entry"], lambda m: artifact.error("manifest.json", m))
         if not self.slots:
@@ -113,14 +117,19 @@ class StatefulProgram:
         missing = [s.name for s in self.slots if s.name not in tensors]
         if missing:
             raise SdcError(f"no value for state '{missing[0]}' in {what}")
-        self.state = {s.name: self._checked(s, tensors[s.name], what) for s in self.slots}
+        state = {s.name: self._checked(s, tensors[s.name], what) for s in self.slots}
+        with self.lock:
+            self.state = state
 
     def __call__(self, *args: Any, **named: Any) -> list:
         """Run on the non-state inputs (by position, then by name; moved to the program's device, where the
         state is); returns the outputs that update no state."""
+        with self.lock:
+            return self._step(list(args), dict(named))
+
+    def _step(self, args: list, named: dict) -> list:
         import torch
 
-        args = list(args)
         full = []
         for info, slot in zip(self.exe.inputs, self._order):
             if slot is not None:

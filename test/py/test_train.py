@@ -151,6 +151,39 @@ def test_checkpoint_errors(tmp_path: Path):
         step(data[0][0])
 
 
+def test_steps_from_two_threads_each_start_from_the_last_ones_state():
+    """Held inside the executor, a first step must keep a second thread's step from reading the state
+    it has not replaced yet: both steps count, and the result is the sequential run's."""
+    import threading
+
+    model, data = _mlp(7), _data(8, 2)
+    reference = copy.deepcopy(model)
+    step = sdc.compile_train(model, data[0], loss=F.cross_entropy, optimizer=sdc.optim.SGD(lr=0.1, momentum=0.9))
+    executor = step.program.exe._executor
+    run, inside, release = executor.run, threading.Event(), threading.Event()
+
+    def held_run(*args, **kwargs):
+        if not inside.is_set():
+            inside.set()
+            assert release.wait(10)
+        return run(*args, **kwargs)
+
+    executor.run = held_run
+    losses = {}
+    first = threading.Thread(target=lambda: losses.setdefault(0, step(*data[0])))
+    second = threading.Thread(target=lambda: losses.setdefault(1, step(*data[1])))
+    first.start()
+    assert inside.wait(10)
+    second.start()
+    second.join(0.3)  # without the lock, the second step reads the state now
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert step.step_count == 2
+    want = _torch_run(reference, lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), data)
+    _check_against_torch(step, reference, [losses[0], losses[1]], want)
+
+
 def test_argument_errors():
     with pytest.raises(SdcError, match=r"lr must be a finite number >= 0, found -1"):
         sdc.optim.AdamW(lr=-1)
