@@ -241,6 +241,27 @@ def test_several_rows_per_program_with_a_masked_last_program(tmp_path, rng, monk
     check(SOFTMAX_ROWS, exe, [randn((5, 14, 20), "f32", rng), randn((20,), "f32", rng)], "f32")
 
 
+
+ELEMENTWISE_MAX_ROWS = """
+func.func @main(%x: tensor<?x37xf32> {sdc.name = "x", sdc.dims = #sdc.dims<["B", 37]>}, %g: tensor<37xf32> {sdc.name = "g"})
+    -> (tensor<?xf32>, tensor<?x37xf32>) {
+  %0 = "sdc.max"(%x, %g) : (tensor<?x37xf32>, tensor<37xf32>) -> tensor<?x37xf32>
+  %1 = "sdc.reduce_sum"(%0) {axes = array<i64: 1>, keepdims = false} : (tensor<?x37xf32>) -> tensor<?xf32>
+  %2 = "sdc.min"(%x, %0) : (tensor<?x37xf32>, tensor<?x37xf32>) -> tensor<?x37xf32>
+  %3 = "sdc.softmax"(%2) {axis = -1 : i64} : (tensor<?x37xf32>) -> tensor<?x37xf32>
+  return %1, %3 : tensor<?xf32>, tensor<?x37xf32>
+}
+"""
+
+
+def test_elementwise_max_and_min_in_a_row_kernel_are_not_reductions(tmp_path, rng):
+    """The binary `max` / `min` share their primitive names with the row reductions; taken for one, a
+    row kernel reduced their operand instead (sum off by 70 on these inputs)."""
+    exe = compile_cuda(ELEMENTWISE_MAX_ROWS, tmp_path / "max.sdc")
+    assert {s["kernel"]["template"] for s in launches(tmp_path / "max.sdc")} == {"row"}
+    for batch in (1, 3):
+        check(ELEMENTWISE_MAX_ROWS, exe, [randn((batch, 37), "f32", rng), randn((37,), "f32", rng)], "f32")
+
 def test_row_warps_grow_with_the_row():
     renderer = TritonRenderer()
     from sdc.codegen.triton.lower import ROW, KernelProgram

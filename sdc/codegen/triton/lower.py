@@ -77,7 +77,9 @@ class Node:
 
     @property
     def reduction(self) -> bool:
-        return self.op in ("sum", "max", "min")
+        """A reduction over the row (`_reduce`: one operand, not itself per element); the binary
+        elementwise `max` / `min` share its op names."""
+        return self.op in ("sum", "max", "min") and len(self.args) == 1 and not self.row
 
 
 @dataclass(frozen=True)
