@@ -74,6 +74,10 @@ CASES = [  # (input shape, out channels, kernel, strides, pads, dilations, group
     ((1, 6, 17, 5), 80, (1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 2),  # 40 columns a group: 2.5 vectors
     ((1, 8, 5, 9), 40, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),  # 20: a vector and a half
     ((2, 10, 6, 5), 104, (1, 1), [1, 1], [0, 0, 0, 0], [1, 1], 2),  # 52: three and a half
+    # a tile's pixels stepped across a row's and an image's end (5 x 4 results an image: tiles of 6 straddle both)
+    ((2, 12, 5, 7), 18, (3, 3), [1, 2], [1, 1, 0, 1], [1, 1], 3),
+    ((3, 8, 7, 9), 24, (1, 1), [2, 2], [0, 0, 0, 0], [1, 1], 2),  # 1x1 of stride 2: not the pointwise path
+    ((2, 8, 3, 5), 16, (1, 1), [1, 1], [1, 0, 0, 1], [1, 1], 2),  # 1x1 with pads: nor this
     ((1, 136, 28, 28), 136, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 136),  # depthwise: 8 vectors and a half
     ((2, 72, 15, 14), 72, (5, 5), [2, 2], [2, 2, 2, 2], [1, 1], 72),  # MobileNet-v3's 5x5, stride 2
     ((1, 33, 9, 19), 33, (3, 3), [1, 1], [0, 2, 1, 0], [2, 1], 33),  # 33: one lane past a whole vector
