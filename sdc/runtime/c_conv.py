@@ -36,9 +36,9 @@ us, here 58).
 
 Measured on this project's 2-core AMD EPYC (AVX-512), one thread, each kernel alone against oneDNN's
 prepacked call with its post-op (2026-12-04), as a fraction of oneDNN's time: ShuffleNet's grouped 1x1
-convolutions 0.78-1.03x, MobileNet-v3's 5x5 depthwise ones 0.95-1.3x, a 16-channel 3x3 depthwise one
-1.3x (hence the minimum channels; 3x3 depthwise ones now sweep rows with their weights in registers,
-2x the tiles' speed); ungrouped 3x3 ones 0.9-2.2x (hence oneDNN for them but a ViT's patch embedding
+convolutions 0.78-1.03x, MobileNet-v3's 5x5 depthwise ones 0.95-1.3x, 3x3 depthwise ones (which sweep
+rows with their weights in registers, 2x the tiles' speed) 0.35-0.7x down to 4 channels
+(`DEPTHWISE_MIN_CHANNELS`); ungrouped 3x3 ones 0.9-2.2x (hence oneDNN for them but a ViT's patch embedding
 and small 1x1 ones, above).
 """
 
@@ -56,7 +56,10 @@ from sdc.runtime.c_launcher import CCompileError, build_parallel_library, c_kern
 
 SOURCE = Path(__file__).with_name("c_conv.c")
 LANES = 16  # the widest vector the kernels use (AVX-512 floats): a weight's columns are padded to it
-DEPTHWISE_MIN_CHANNELS = 32  # fewer: one vector of channels, and oneDNN was faster (16 channels: 1.3x)
+# Fewer channels: oneDNN's. Measured alone, 2 threads (one thread), against oneDNN's prepacked call
+# (2026-12-05): 16 channels 3x3 over 2x48x32 12.5 us against 35 (17 against 39), 4 channels over 64x64
+# 19 against 40 (27 against 40), 16 channels 5x5 (tiles) 36 against 44 (59 against 54).
+DEPTHWISE_MIN_CHANNELS = 4
 TO_CHANNELS_LAST_MIN = 8192  # elements of an image `to_channels_last` takes
 PATCH_MAX_MACS = 1 << 22  # a call of a patch convolution (CPatchConv.fits): larger ones go to oneDNN
 

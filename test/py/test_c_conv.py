@@ -88,6 +88,9 @@ CASES = [  # (input shape, out channels, kernel, strides, pads, dilations, group
     ((1, 72, 15, 14), 72, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 72),  # stride 2: no right edge
     ((1, 35, 5, 6), 35, (3, 3), [1, 1], [2, 2, 2, 2], [1, 1], 35),  # pads of 2; 3 lanes past 2 vectors
     ((1, 64, 6, 5), 64, (3, 3), [1, 2], [0, 0, 0, 0], [1, 1], 64),  # no pads
+    ((2, 16, 9, 7), 16, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 16),  # one vector of channels (MobileNet-v3's first)
+    ((1, 4, 8, 11), 4, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 4),  # a quarter vector
+    ((1, 8, 10, 6), 8, (5, 5), [1, 1], [2, 2, 2, 2], [1, 1], 8),  # half a vector, on the tiles
 ]
 
 
@@ -143,7 +146,8 @@ def test_which_convolutions_and_calls_it_takes(monkeypatch):
     a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
     assert c_conv.prepare(torch.randn(8, 8, 1, 1), {**a, "strides": [2, 2]}, None, {}) is None  # strided 1x1
     assert c_conv.prepare(torch.randn(8, 8, 3, 3), a, None, {}) is None  # ungrouped, not patches: oneDNN's
-    assert c_conv.prepare(torch.randn(16, 1, 3, 3), {**a, "groups": 16}, None, {}) is None  # narrow depthwise
+    assert c_conv.prepare(torch.randn(3, 1, 3, 3), {**a, "groups": 3}, None, {}) is None  # narrow depthwise
+    assert c_conv.prepare(torch.randn(4, 1, 3, 3), {**a, "groups": 4}, None, {}) is not None
     assert c_conv.prepare(torch.randn(8, 4, 1, 1, dtype=torch.float64), {**a, "groups": 2}, None, {}) is None
     conv = c_conv.prepare(torch.randn(8, 4, 1, 1), {**a, "groups": 2}, "sigmoid", {})
     assert conv is not None and not conv.applies_unary  # the caller applies it after the kernel
