@@ -228,17 +228,29 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
     pointwise = tiles and kernel == [1, 1]
     matrix = weight.detach().reshape(weight.shape[0], -1).t() if tiles else None
 
+    def cheap_at(shape: torch.Size) -> bool:
+        """Whether a call on an input of `shape` is a small product (`_product_is_cheaper`), kept per shape."""
+        known = cheap_shapes.get(shape)
+        if known is None:
+            if len(cheap_shapes) >= c_conv.SHAPES_KEPT:
+                cheap_shapes.clear()
+            known = cheap_shapes[shape] = matrix is not None and len(shape) == 4 and _product_is_cheaper(
+                shape[0] * (shape[2] // kernel[0]) * (shape[3] // kernel[1]), matrix.numel())
+        return known
+
+    cheap_shapes: dict = {}
+
     def run(env, a, x, w, *rest):
         bias, other = _split_operands(rest, adds)
-        if not _plain_f32(x) or (bias is not None and bias.dtype != torch.float32) or (adds and not _plain_f32(other)):
-            return fallback(env, a, x, w, *rest)
-        cheap = matrix is not None and _product_is_cheaper(
-            x.shape[0] * (x.shape[2] // kernel[0]) * (x.shape[3] // kernel[1]), matrix.numel())
-        # (an ungrouped 1x1 convolution runs in C only where a small product would run as one)
-        if own is not None and (cheap or not own_pointwise) and own.fits(x):
+        cheap = cheap_at(x.shape)
+        # (an ungrouped 1x1 convolution runs in C only where a small product would run as one; the C
+        # kernel checks the rest: None where this call does not run there)
+        if own is not None and (cheap or not own_pointwise):
             out = own(x, bias, other)
             if out is not None:
                 return out if own.applies_unary else finish(out)
+        if not _plain_f32(x) or (bias is not None and bias.dtype != torch.float32) or (adds and not _plain_f32(other)):
+            return fallback(env, a, x, w, *rest)
         if cheap:
             out = _pointwise_matmul(x, matrix, bias) if pointwise else _patch_matmul(x, matrix, kernel, bias)
             if adds:
