@@ -345,7 +345,7 @@ def block_transpose_kernel(a: int, b: int) -> Callable[[torch.Tensor], torch.Ten
 
     def run(data: torch.Tensor) -> torch.Tensor | None:
         fn = transpose()
-        if fn is None or data.dtype != torch.float32 or data.device.type != "cpu" or data.numel() == 0:
+        if fn is None or data.dtype is not torch.float32 or not data.is_cpu or data.numel() == 0:
             return None
         n, c, h, w = data.shape
         return _block_transpose(fn, data, n * h * w, a, b)
@@ -367,7 +367,7 @@ def channels_last_kernel() -> Callable[[torch.Tensor], torch.Tensor | None]:
     transpose = _lazy("sdc_block_transpose_f32")
 
     def run(x: torch.Tensor) -> torch.Tensor | None:
-        if (x.dtype != torch.float32 or x.device.type != "cpu" or x.dim() != 4 or not 2 <= x.shape[1] <= 4
+        if (x.dtype is not torch.float32 or not x.is_cpu or x.dim() != 4 or not 2 <= x.shape[1] <= 4
                 or not x.is_contiguous() or x.numel() < TO_CHANNELS_LAST_MIN):
             return None
         fn = transpose()
@@ -388,9 +388,9 @@ def _block_transpose(fn: Callable[..., int], x: torch.Tensor, p: int, a: int, b:
     """`sdc_block_transpose_f32` (`fn`) of `x` as [p][a][b] into a channels-last tensor of x's logical
     shape [N, C, H, W] (a view of a new [N, H, W, C])."""
     n, c, h, w = x.shape
-    out = torch.empty((n, h, w, c), dtype=torch.float32)
+    out = torch.empty_strided((n, c, h, w), _channels_last_strides(n, c, h, w), dtype=torch.float32)
     fn(x.data_ptr(), out.data_ptr(), p, a, b, torch.get_num_threads())
-    return out.permute(0, 3, 1, 2)
+    return out
 
 
 def pool_kernel(name: str, ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
