@@ -680,6 +680,9 @@ def _gated(instruction: Callable[[list, RunState], None]) -> Callable[[list, Run
     return _thread_gate(instruction, instruction) if isinstance(instruction, PreparedOp) and instruction.ins else instruction
 
 
+GATE_SHAPES_KEPT = 64  # operand shapes a product's gate keeps its decision for
+
+
 def _thread_gate(op: PreparedOp, run: Callable[[list, RunState], None]) -> Callable[[list, RunState], None]:
     """`run` (op's instruction) on one thread when its work is small (sdc.runtime.gate: a product by
     its multiply-adds, `_small_product`; any other op by the elements of its largest operand), else
@@ -694,9 +697,20 @@ def _thread_gate(op: PreparedOp, run: Callable[[list, RunState], None]) -> Calla
     conv = op.name.startswith("conv")
     attrs = op.attrs
 
+    decided: dict = {}  # a product's decision per operand shapes (2 us a call to derive)
+
     def small(vals: list) -> bool:
         if product:
-            return _small_product(conv, attrs, vals[ins[0]], vals[ins[1]])
+            a, b = vals[ins[0]], vals[ins[1]]
+            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+                return _small_product(conv, attrs, a, b)
+            key = (a.shape, b.shape)
+            known = decided.get(key)
+            if known is None:
+                if len(decided) >= GATE_SHAPES_KEPT:
+                    decided.clear()
+                known = decided[key] = _small_product(conv, attrs, a, b)
+            return known
         limit = gate.SERIAL_OP_ELEMENTS
         return all(not isinstance(t, torch.Tensor) or t.numel() <= limit for t in map(vals.__getitem__, ins))
 

@@ -316,6 +316,7 @@ def test_small_calls_run_on_one_thread_and_match_eager(tmp_path, monkeypatch) ->
                                              ((10, 10), []), ((10, gate.SERIAL_OP_ELEMENTS), [1, 2])):
             monkeypatch.setattr(gate, "SERIAL_ELEMENTS", products)
             monkeypatch.setattr(gate, "SERIAL_OP_ELEMENTS", others)
+            exe = sdc.runtime.load(tmp_path / "small.sdc")  # a product's gate keeps its decision per shapes
             outs = []
             for _ in range(2):
                 seen.clear()
@@ -363,3 +364,22 @@ def test_chains_of_concats_join_into_one_cat(tmp_path) -> None:
             want = model(x)
         for got, w in zip(exe(x), want):
             torch.testing.assert_close(got, w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_products_gate_decides_per_operand_shapes(monkeypatch) -> None:
+    """The gate keeps a product's one-thread decision per operand shapes: a call at a large shape after
+    one at a small shape (and back) still gets the caller's threads (and one thread)."""
+    from types import SimpleNamespace
+
+    from sdc.runtime import executor
+
+    seen: list[int] = []
+    monkeypatch.setattr(executor.torch, "set_num_threads", seen.append)
+    op = SimpleNamespace(ins=(0, 1), name="matmul", attrs={})
+    gated = executor._thread_gate(op, lambda vals, state: None)
+    small, large = [torch.ones(2, 3), torch.ones(3, 4)], [torch.ones(512, 512), torch.ones(512, 512)]
+    state = SimpleNamespace(threads=2, current=2)
+    for vals, want in ((small, 1), (large, 2), (small, 1), (large, 2)):
+        gated(vals, state)
+        assert state.current == want
+    assert seen == [1, 2, 1, 2]
