@@ -294,12 +294,21 @@ static int64_t tile_inputs(const float *x, const int64_t *q, int64_t cin, int64_
   return used;
 }
 
-/* Tiles [item0, item1) of a grouped convolution's result: tile i is the ROWS pixels from i * ROWS of
- * the flattened (n, oh, ow), so no tile is cut short at a row's end (a 13-pixel row took three tiles of 6). */
+/* Items [item0, item1) of a grouped convolution's result: item i is tile i / (G * chunks) (the ROWS
+ * pixels from there of the flattened (n, oh, ow), so no tile is cut short at a row's end: a 13-pixel
+ * row took three tiles of 6), then its group and its chunk of MAX_VECTORS vectors of columns. Threads
+ * split the items, so a result of few pixels (a squeeze-excite block's 1x1 convolutions: one tile)
+ * still splits its columns, which stream the weight, over them. */
+static int64_t grouped_items(const int64_t *q) {
+  const int64_t chunks = (q[5] + MAX_VECTORS * LANES - 1) / (MAX_VECTORS * LANES);
+  return (q[0] * q[15] * q[16] + ROWS - 1) / ROWS * q[3] * chunks;
+}
+
 static int grouped_tiles(const float *x, const float *w, const float *bias, const float *res, float *y,
                          const int64_t *q, const act_t *a, int64_t item0, int64_t item1) {
   const int64_t G = q[3], CI = q[4], CO = q[5], COP = q[6], KH = q[7], KW = q[8];
   const int64_t cin = G * CI, cout = G * CO;
+  const int64_t chunks = (CO + MAX_VECTORS * LANES - 1) / (MAX_VECTORS * LANES);
 #if MAX_VECTORS >= 4
   static const tile_fn tiles[] = {NULL, tile_1, tile_2, tile_3, tile_4};
 #else
@@ -314,30 +323,41 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
     free(zeros); free(base); free(xs); free(ws); free(taps);
     return 1;
   }
+  int64_t pixel[ROWS], used = 0, tile_at = -1, group_at = -1;
+  /* item = (tile * G + g) * chunks + k, stepped without a division per item */
+  int64_t tile = item0 / (G * chunks), g = item0 / chunks % G, k = item0 % chunks;
   for (int64_t item = item0; item < item1; ++item) {
-    int64_t pixel[ROWS];
-    const int64_t used = tile_inputs(x, q, cin, item * ROWS, base, taps, pixel);
+    const int64_t c0 = k * (MAX_VECTORS * LANES);
+    if (tile != tile_at) {
+      used = tile_inputs(x, q, cin, tile * ROWS, base, taps, pixel);
+      tile_at = tile;
+      group_at = -1;
+    }
+    if (g != group_at) {
+      for (int64_t t = 0; t < used; ++t)
+        for (int r = 0; r < ROWS; ++r) xs[t * ROWS + r] = base[t * ROWS + r] ? base[t * ROWS + r] + g * CI : zeros;
+      group_at = g;
+    }
+    for (int64_t t = 0; t < used; ++t) ws[t] = w + (g * KH * KW + taps[t]) * CI * COP + c0;
+    const int64_t cols = CO - c0 < MAX_VECTORS * LANES ? CO - c0 : MAX_VECTORS * LANES;
     float *ys[ROWS];
     const float *rs[ROWS];
-    for (int64_t g = 0; g < G; ++g) {
-      for (int64_t t = 0; t < used; ++t) {
-        for (int r = 0; r < ROWS; ++r) xs[t * ROWS + r] = base[t * ROWS + r] ? base[t * ROWS + r] + g * CI : zeros;
-        ws[t] = w + (g * KH * KW + taps[t]) * CI * COP;
-      }
-      for (int64_t c0 = 0; c0 < CO; c0 += MAX_VECTORS * LANES) {
-        const int64_t cols = CO - c0 < MAX_VECTORS * LANES ? CO - c0 : MAX_VECTORS * LANES;
-        for (int r = 0; r < ROWS; ++r) {
-          const int64_t off = pixel[r] * cout + g * CO + c0;
-          ys[r] = pixel[r] >= 0 ? y + off : NULL;
-          rs[r] = pixel[r] >= 0 && res ? res + off : NULL;
-        }
-        tile_fn tile = tiles[(cols + LANES - 1) / LANES];
+    for (int r = 0; r < ROWS; ++r) {
+      const int64_t off = pixel[r] * cout + g * CO + c0;
+      ys[r] = pixel[r] >= 0 ? y + off : NULL;
+      rs[r] = pixel[r] >= 0 && res ? res + off : NULL;
+    }
+    tile_fn tile_run = tiles[(cols + LANES - 1) / LANES];
 #ifdef HALF_TAIL
-        static const tile_fn half_tiles[] = {tile_0h, tile_1h, tile_2h, tile_3h};
-        if (cols % LANES && cols % LANES <= 8) tile = half_tiles[cols / LANES];
+    static const tile_fn half_tiles[] = {tile_0h, tile_1h, tile_2h, tile_3h};
+    if (cols % LANES && cols % LANES <= 8) tile_run = half_tiles[cols / LANES];
 #endif
-        tile(xs, ws, used, CI, COP, ys, rs, bias ? bias + g * CO + c0 : NULL, cols, a);
-        for (int64_t t = 0; t < used; ++t) ws[t] += MAX_VECTORS * LANES;
+    tile_run(xs, ws, used, CI, COP, ys, rs, bias ? bias + g * CO + c0 : NULL, cols, a);
+    if (++k == chunks) {
+      k = 0;
+      if (++g == G) {
+        g = 0;
+        ++tile;
       }
     }
   }
@@ -361,7 +381,7 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
 
 int sdc_conv_grouped_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
                          const int64_t *q, const float *act) {
-  OVER_TILES(grouped_tiles, (q[0] * q[15] * q[16] + ROWS - 1) / ROWS, q[17])
+  OVER_TILES(grouped_tiles, grouped_items(q), q[17])
 }
 
 /* ---------------------------------------------------------------- depthwise convolution */

@@ -53,6 +53,11 @@ SLEEPING = threads_sleep()
 SERIAL_MACS = 1 << 20  # multiply-adds of the largest matmul on one thread
 SERIAL_ELEMENTS = 1 << 16  # ... and elements of its result
 SERIAL_CONV_MACS = 1 << 24 if SLEEPING else 1 << 20  # multiply-adds of the largest convolution on one thread
+# ... and its weight's elements, where threads spin: a convolution of few pixels streams its weight, and
+# the second core doubles the bandwidth (sdc's C kernel splits the weight's columns over the threads):
+# a squeeze-excite block's 168 -> 672 channels over 2 pixels (113K weights) 15.9 us on one thread, 11.8
+# on two; 120 -> 480 (58K) 9.8 and 9.1; 64 -> 256 (16K) 5.4 and 6.6 (2026-12-05)
+SERIAL_CONV_WEIGHTS = 1 << 62 if SLEEPING else 1 << 16
 # any other op (elementwise, pooling, normalization, copies): its largest operand
 SERIAL_OP_ELEMENTS = 1 << 22 if SLEEPING else 1 << 16
 
@@ -71,7 +76,10 @@ def conv_macs(input_shape: Sequence[int], weight_shape: Sequence[int], strides: 
 
 
 def small_conv(input_shape: Sequence[int], weight_shape: Sequence[int], strides: Sequence[int] | None) -> bool:
-    return conv_macs(input_shape, weight_shape, strides) <= SERIAL_CONV_MACS
+    weights = 1
+    for d in weight_shape:
+        weights *= d
+    return conv_macs(input_shape, weight_shape, strides) <= SERIAL_CONV_MACS and weights <= SERIAL_CONV_WEIGHTS
 
 
 def small_matmul(a_shape: Sequence[int], b_shape: Sequence[int], transpose_lhs: bool, transpose_rhs: bool) -> bool:

@@ -314,14 +314,19 @@ def test_gate_limits_follow_how_the_threads_wait(monkeypatch):
     assert gate.threads_sleep({"OMP_WAIT_POLICY": " passive"}) and gate.threads_sleep({"GOMP_SPINCOUNT": "0"})
     assert not gate.threads_sleep({}) and not gate.threads_sleep({"GOMP_SPINCOUNT": "30000"})
     assert not gate.threads_sleep({"OMP_WAIT_POLICY": "ACTIVE"})
-    limits = {}
+    limits, squeeze_excite = {}, {}
     try:
         for policy in ("PASSIVE", ""):
             monkeypatch.setenv("OMP_WAIT_POLICY", policy)
             monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
             reloaded = importlib.reload(gate)
             limits[policy] = (reloaded.SLEEPING, reloaded.SERIAL_CONV_MACS, reloaded.SERIAL_OP_ELEMENTS)
+            # a squeeze-excite convolution: few multiply-adds, a large weight to stream
+            squeeze_excite[policy] = reloaded.small_conv((2, 168, 1, 1), (672, 168, 1, 1), [1, 1])
+            few_weights = reloaded.small_conv((2, 64, 1, 1), (256, 64, 1, 1), [1, 1])
+            assert few_weights, policy
     finally:
         monkeypatch.undo()
         importlib.reload(gate)
     assert limits["PASSIVE"] == (True, 1 << 24, 1 << 22) and limits[""] == (False, 1 << 20, 1 << 16)
+    assert squeeze_excite == {"PASSIVE": True, "": False}  # the second core's bandwidth only where threads spin
