@@ -768,6 +768,48 @@ static void avg_pool_rows(const float *x, float *y, const int64_t *q, int64_t ro
 
 int sdc_avg_pool_f32(const float *x, float *y, const int64_t *q) { return pool(avg_pool_rows, x, y, q); }
 
+/* Global average pooling of a channels-last [N][P][C] (P pixels) into [N][C]: items are (image, block
+ * of GAP_VECTORS channel vectors), each summed over the pixels in that many independent accumulators
+ * (one accumulator's chain of adds took 4x as long), the rows read in order. */
+#define GAP_VECTORS 4
+static void gap_items(const float *x, float *y, int64_t P, int64_t C, int64_t item0, int64_t item1) {
+  const int64_t blocks = (C + GAP_VECTORS * LANES - 1) / (GAP_VECTORS * LANES);
+  const vf count = splat((float)P);
+  for (int64_t item = item0; item < item1; ++item) {
+    const int64_t n = item / blocks, c0 = item % blocks * (GAP_VECTORS * LANES);
+    const float *in = x + n * P * C;
+    float *out = y + n * C;
+    if (c0 + GAP_VECTORS * LANES <= C) {
+      vf acc[GAP_VECTORS];
+      for (int v = 0; v < GAP_VECTORS; ++v) acc[v] = splat(0.0f);
+      for (int64_t p = 0; p < P; ++p)
+        for (int v = 0; v < GAP_VECTORS; ++v) acc[v] += ld(in + p * C + c0 + v * LANES);
+      for (int v = 0; v < GAP_VECTORS; ++v) st(out + c0 + v * LANES, acc[v] / count);
+    } else {
+      for (int64_t c = c0; c < C; c += LANES) {
+        const int64_t n_lanes = C - c < LANES ? C - c : LANES;
+        vf acc = splat(0.0f);
+        for (int64_t p = 0; p < P; ++p) acc += ld_n(in + p * C + c, n_lanes);
+        st_n(out + c, acc / count, n_lanes);
+      }
+    }
+  }
+}
+
+int sdc_global_avg_pool_f32(const float *x, float *y, int64_t N, int64_t P, int64_t C, int64_t threads) {
+  const int64_t items = N * ((C + GAP_VECTORS * LANES - 1) / (GAP_VECTORS * LANES));
+  if (threads <= 1 || items < 2) {
+    gap_items(x, y, P, C, 0, items);
+    return 0;
+  }
+#pragma omp parallel num_threads((int)threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    gap_items(x, y, P, C, items * t / nt, items * (t + 1) / nt);
+  }
+  return 0;
+}
+
 /* ---------------------------------------------------------------- channel shuffle */
 
 #if LANES == 16

@@ -430,6 +430,22 @@ def test_avg_pool_matches_float64(xs, kernel, strides, pads, dilations, ceil_mod
     assert ref_calls == [1]  # row-major: the reference's pooling
 
 
+@pytest.mark.parametrize("xs", [(2, 960, 6, 4), (1, 1000, 13, 13), (3, 70, 5, 3), (1, 17, 1, 1), (2, 64, 2, 2)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_global_avg_pool_matches_float64(xs, threads):
+    """Blocks of 4 vectors and the tail vectors past them (70 = 4 vectors and 6 lanes), several images."""
+    ref = get_op("global_avg_pool").ref
+    ref_calls = []
+    run = c_conv.global_avg_pool_kernel(lambda env, a, x: ref_calls.append(1) or ref(env, a, x))
+    x = _channels_last(*xs)
+    with _threads(threads):
+        got = run(None, {}, x)
+    assert not ref_calls and got.shape == (xs[0], xs[1], 1, 1)
+    np.testing.assert_allclose(got.numpy(), x.double().mean(dim=(2, 3), keepdim=True).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(run(None, {}, x.contiguous()).numpy(), got.numpy(), rtol=1e-6, atol=1e-6)
+    assert ref_calls == [1] or xs[2:] == (1, 1)  # row-major: the reference (a 1x1 image is both layouts)
+
+
 def test_one_kernel_called_at_several_shapes_and_thread_counts():
     """What a call derives from its input's shape and the thread count is kept per both: a symbolic
     image size or batch gives each call its own sizes."""
