@@ -157,6 +157,7 @@ _SHARED = {
     "logical": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
     "cast": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
     "pooling": Rule("uniform", _ANY, "pooling windows follow the spatial dims wherever they lie"),
+    "resize": Rule("uniform", _ANY, "resizing follows the resized dims wherever they lie"),
     "normalization": Rule("uniform", _ANY, "normalizations take any layout once their axes are remapped"),
     "reduction": Rule("reduce", _ANY, "reductions take any layout once their axes are remapped"),
     "contraction": Rule("contraction", {ROW_MAJOR: 0.0}, "matmul reads row-major or transposed operands"),
