@@ -88,6 +88,7 @@ class Executable:
         # between calls (a C segment's kept values, the arena, a CUDA graph's static inputs) and sets
         # torch's process-wide thread count per op (sdc/runtime/gate.py).
         self._call_lock = threading.Lock()
+        self._calling: int | None = None  # the thread inside a call (`_one_call`)
 
     def __call__(self, *args: Any, **named: Any) -> list:
         """Run on inputs given by position and/or by name; returns the outputs, in order, as a list.
@@ -95,7 +96,7 @@ class Executable:
         numpy arrays in give numpy arrays out (bf16 widened to f32); if any input is a torch
         tensor the outputs are torch tensors (made under `torch.inference_mode()`).
         """
-        with self._call_lock:
+        with self._one_call():
             if self.comm is None:
                 bound = self._signature.bind(args, named, self.device)
                 outs = self._executor.run(self._on_device(bound.tensors), bound.symbols, self.profiler)
@@ -127,9 +128,25 @@ class Executable:
         graphs = self._executor.graphs
         if graphs is None or self.comm is not None:
             return None
-        with self._call_lock:
+        with self._one_call():
             bound = self._signature.bind(args, named, self.device)
             return graphs.static_inputs(self._on_device(bound.tensors), bound.symbols)
+
+    @contextlib.contextmanager
+    def _one_call(self):
+        """Hold this executable's call lock (calls from several threads run one at a time). A call made
+        from inside a call on the same thread (a custom op's Python calling the executable that runs it)
+        is an error, not a hang."""
+        me = threading.get_ident()
+        if self._calling == me:
+            raise SdcError(f"this executable ('{self.path}') was called from inside one of its own calls; "
+                           "load the artifact again for a nested call")
+        with self._call_lock:
+            self._calling = me
+            try:
+                yield
+            finally:
+                self._calling = None
 
     def _on_device(self, tensors: list) -> list:
         device = self.device

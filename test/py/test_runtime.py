@@ -200,6 +200,33 @@ def test_calls_from_two_threads_run_one_at_a_time(mlp, rng, monkeypatch):
     np.testing.assert_allclose(results["second"][0], mlp_numpy(2 * x, params), rtol=1e-5, atol=1e-6)
 
 
+def test_a_call_from_inside_a_call_is_an_error_not_a_hang(mlp, rng, monkeypatch):
+    """(A custom op's Python calling the executable that runs it.) The lock would wait for itself: the
+    outer call runs on a thread of its own, on an executable of its own, so a hang fails the test."""
+    shared, params = mlp
+    exe = sdc.runtime.load(shared.path)
+    x = rng.standard_normal((2, 16), dtype=np.float32)
+    run = exe._executor.run
+    inner, outer = [], []
+
+    def nested(*args, **kwargs):
+        try:
+            exe(x)
+        except SdcError as e:
+            inner.append(str(e))
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(exe._executor, "run", nested)
+    caller = threading.Thread(target=lambda: outer.append(exe(x)[0]), daemon=True)
+    caller.start()
+    caller.join(30)
+    assert not caller.is_alive(), "the nested call hung"
+    assert len(inner) == 1 and "was called from inside one of its own calls" in inner[0]
+    np.testing.assert_allclose(outer[0], mlp_numpy(x, params), rtol=1e-5, atol=1e-6)
+    monkeypatch.undo()
+    np.testing.assert_allclose(exe(x)[0], outer[0])  # the lock was released
+
+
 def test_concurrent_calls_give_each_caller_its_own_results(mlp, rng):
     exe, params = mlp
     xs = [rng.standard_normal((4, 16), dtype=np.float32) for _ in range(4)]
