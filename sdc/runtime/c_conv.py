@@ -29,8 +29,8 @@ without OpenMP builds it single-threaded. A host without a C compiler, or `SDC_C
 runs every convolution through oneDNN.
 
 Also here: the channel shuffle of a channels-last float32 tensor as one pass of small transposes
-(`block_transpose`), 2-4x faster than torch's strided copy of it, and an NCHW image of 2-4 channels
-made channels-last the same way (`to_channels_last`); and 2-d max and average pooling of one
+(`block_transpose_kernel`), 2-4x faster than torch's strided copy of it, and an NCHW image of 2-4 channels
+made channels-last the same way (`channels_last_kernel`); and 2-d max and average pooling of one
 (`pool_kernel`), vectorized over the channels as they lie (ShuffleNet's first max pooling: torch 190
 us, here 58).
 
@@ -53,6 +53,7 @@ from typing import Any, Callable
 import torch
 
 from sdc.runtime.c_launcher import CCompileError, build_parallel_library, c_kernels_enabled
+from sdc.runtime.kept import kept
 
 SOURCE = Path(__file__).with_name("c_conv.c")
 LANES = 16  # the widest vector the kernels use (AVX-512 floats): a weight's columns are padded to it
@@ -60,7 +61,7 @@ LANES = 16  # the widest vector the kernels use (AVX-512 floats): a weight's col
 # (2026-12-05): 16 channels 3x3 over 2x48x32 12.5 us against 35 (17 against 39), 4 channels over 64x64
 # 19 against 40 (27 against 40), 16 channels 5x5 (tiles) 36 against 44 (59 against 54).
 DEPTHWISE_MIN_CHANNELS = 4
-TO_CHANNELS_LAST_MIN = 8192  # elements of an image `to_channels_last` takes
+TO_CHANNELS_LAST_MIN = 8192  # elements of an image `channels_last_kernel` takes
 PATCH_MAX_MACS = 1 << 22  # a call of a patch convolution (CPatchConv.fits): larger ones go to oneDNN
 
 # the unary op applied as the result is stored: c_conv.c's `act` kinds
@@ -96,22 +97,14 @@ def library() -> ctypes.PyDLL | None:
     return _library or None
 
 
-SHAPES_KEPT = 64  # input layouts a kernel keeps its call for (a symbolic image size: the newest only)
-
-
 def _per_layout(store: dict, x: torch.Tensor, make: Callable[[torch.Tensor, int], Any]) -> Any:
     """`make(x, threads)` for x's shape and strides and torch's thread count (the count the executor's
     gate gave the op), kept in `store`: what a call derives from those (whether it runs here, its sizes
-    array, its result's shape) is made once, not per call, and the result is made channels-last in
-    one step (`empty_strided`). The Python of a small grouped convolution's call beside its C kernel
+    array, its result's shape) is made once, not per call. With the result made channels-last in one
+    `empty_strided`, the Python of a small grouped convolution's call beside its C kernel
     (reference_kernels.packed_conv's included) went 6.5 -> 3.3 us (2026-12-05)."""
-    key = (x.shape, x.stride(), torch.get_num_threads())
-    known = store.get(key, store)
-    if known is store:
-        if len(store) >= SHAPES_KEPT:
-            store.clear()
-        known = store[key] = make(x, key[2])
-    return known
+    threads = torch.get_num_threads()
+    return kept(store, (x.shape, x.stride(), threads), make, x, threads)
 
 
 def _channels_last_strides(n: int, c: int, h: int, w: int) -> tuple[int, int, int, int]:
@@ -258,7 +251,7 @@ class CPatchConv:
         """Whether a call on `x` runs here: a float32 contiguous (NCHW) CPU tensor of the weight's
         channels, holding at least one whole window, and at most `PATCH_MAX_MACS` multiply-adds of work
         (past that oneDNN's fixed cost no longer matters and its JIT kernels were up to 1.2x faster)."""
-        if not (x.dtype == torch.float32 and x.dim() == 4 and x.device.type == "cpu"
+        if not (x.dtype is torch.float32 and x.is_cpu and x.dim() == 4
                 and x.shape[1] == self.in_channels and x.shape[0] > 0 and x.shape[2] >= self.kernel[0]
                 and x.shape[3] >= self.kernel[1] and x.is_contiguous()):
             return False
@@ -355,11 +348,6 @@ def block_transpose_kernel(a: int, b: int) -> Callable[[torch.Tensor], torch.Ten
     return run
 
 
-def block_transpose(data: torch.Tensor, a: int, b: int) -> torch.Tensor | None:
-    """`block_transpose_kernel(a, b)` of `data`, once."""
-    return block_transpose_kernel(a, b)(data)
-
-
 def channels_last_kernel() -> Callable[[torch.Tensor], torch.Tensor | None]:
     """A contiguous (NCHW) float32 CPU image of 2-4 channels (an RGB input) made channels-last in one
     pass of small transposes (`sdc_block_transpose_f32`, the channels interleaved in registers), as a
@@ -381,14 +369,9 @@ def channels_last_kernel() -> Callable[[torch.Tensor], torch.Tensor | None]:
     return run
 
 
-def to_channels_last(x: torch.Tensor) -> torch.Tensor | None:
-    """`channels_last_kernel()` of `x`, once."""
-    return channels_last_kernel()(x)
-
-
 def _block_transpose(fn: Callable[..., int], x: torch.Tensor, p: int, a: int, b: int) -> torch.Tensor:
-    """`sdc_block_transpose_f32` (`fn`) of `x` as [p][a][b] into a channels-last tensor of x's logical
-    shape [N, C, H, W] (a view of a new [N, H, W, C])."""
+    """`sdc_block_transpose_f32` (`fn`) of `x` as [p][a][b] into a new channels-last tensor of x's
+    logical shape [N, C, H, W]."""
     n, c, h, w = x.shape
     out = torch.empty_strided((n, c, h, w), _channels_last_strides(n, c, h, w), dtype=torch.float32)
     fn(x.data_ptr(), out.data_ptr(), p, a, b, torch.get_num_threads())

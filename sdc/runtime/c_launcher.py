@@ -72,6 +72,7 @@ from sdc import dtypes
 from sdc.diagnostics import SdcError
 from sdc.limits import check_alloc, check_elements
 from sdc.runtime import plan_schema as S
+from sdc.runtime.switches import env_switch
 from sdc.runtime.triton_launcher import read_domain
 
 C_CACHE_ENV = "SDC_C_CACHE_DIR"  # where compiled kernel libraries are kept (default ~/.cache/sdc/c)
@@ -204,8 +205,9 @@ def layout_signature(args: Sequence, results: Sequence, layouts: Mapping[str, Se
 
 
 def c_kernels_enabled() -> bool:
-    """False when SDC_C_KERNELS is 0/off/false/no (read by the planner and when an artifact is loaded)."""
-    return os.environ.get(C_KERNELS_ENV, "").strip().lower() not in ("0", "off", "false", "no")
+    """False when SDC_C_KERNELS is 0/off/false/no (read by the planner and when an artifact is loaded);
+    another value than those and 1/on is one error (`env_switch`)."""
+    return env_switch(C_KERNELS_ENV) is not False
 
 
 class CLibraries:

@@ -39,6 +39,7 @@ from sdc.dialect import symexpr
 from sdc.dialect.shapes import DYN, TensorSpec, block_transpose_indices, broadcast_shapes
 from sdc.runtime import c_conv, gate, plan_schema as S
 from sdc.runtime.format import decode_value
+from sdc.runtime.kept import kept
 from sdc.runtime.profile import Profiler, StepInfo
 from sdc.runtime.arena import Arena, arena_enabled, into
 from sdc.runtime.reference_kernels import fuse_epilogues, reference_kernel
@@ -630,7 +631,7 @@ def _join_concat_chains(program: list[Callable[[list, RunState], None]],
         parts = inner.ins + outer.ins[1:]
         axis = outer.attrs["axis"]
         out[j] = dataclasses.replace(outer, ins=parts, kernel=_concat_kernel,
-                                     direct=functools.partial(_concat_parts, axis=axis),
+                                     direct=_concat(axis),
                                      waits_for_comm=inner.waits_for_comm or outer.waits_for_comm)
         out[i] = FreeSlots((), ())
         for k in range(i + 1, j):
@@ -642,10 +643,6 @@ def _join_concat_chains(program: list[Callable[[list, RunState], None]],
 def _plain_concat(op: Any) -> bool:
     return (isinstance(op, PreparedOp) and op.name == "concat" and len(op.outs) == 1 and op.plain(None)
             and not op.communicates and isinstance(op.attrs.get("axis"), int))
-
-
-def _concat_parts(*parts: torch.Tensor, axis: int) -> torch.Tensor:
-    return torch.cat(parts, axis)
 
 
 def _concat_kernel(env: RefEnv, a: dict, *parts: torch.Tensor) -> torch.Tensor:
@@ -680,9 +677,6 @@ def _gated(instruction: Callable[[list, RunState], None]) -> Callable[[list, Run
     return _thread_gate(instruction, instruction) if isinstance(instruction, PreparedOp) and instruction.ins else instruction
 
 
-GATE_SHAPES_KEPT = 64  # operand shapes a product's gate keeps its decision for
-
-
 def _thread_gate(op: PreparedOp, run: Callable[[list, RunState], None]) -> Callable[[list, RunState], None]:
     """`run` (op's instruction) on one thread when its work is small (sdc.runtime.gate: a product by
     its multiply-adds, `_small_product`; any other op by the elements of its largest operand), else
@@ -704,13 +698,7 @@ def _thread_gate(op: PreparedOp, run: Callable[[list, RunState], None]) -> Calla
             a, b = vals[ins[0]], vals[ins[1]]
             if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
                 return _small_product(conv, attrs, a, b)
-            key = (a.shape, b.shape)
-            known = decided.get(key)
-            if known is None:
-                if len(decided) >= GATE_SHAPES_KEPT:
-                    decided.clear()
-                known = decided[key] = _small_product(conv, attrs, a, b)
-            return known
+            return kept(decided, (a.shape, b.shape), _small_product, conv, attrs, a, b)
         limit = gate.SERIAL_OP_ELEMENTS
         return all(not isinstance(t, torch.Tensor) or t.numel() <= limit for t in map(vals.__getitem__, ins))
 
@@ -975,11 +963,11 @@ def _block_transpose_at(axis: int, a: int, b: int) -> Callable[[torch.Tensor, to
     return run
 
 
-def _concat(axis: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def _concat(axis: int) -> Callable[..., torch.Tensor]:
     cat = torch.cat
 
-    def run(lhs: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
-        return cat((lhs, rhs), axis)
+    def run(*parts: torch.Tensor) -> torch.Tensor:
+        return cat(parts, axis)
 
     return run
 

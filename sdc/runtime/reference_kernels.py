@@ -44,6 +44,7 @@ import torch.nn.functional as F
 
 from sdc.runtime import c_conv
 from sdc.runtime.gate import small_conv
+from sdc.runtime.kept import kept
 
 Kernel = Callable[..., Any]
 
@@ -231,20 +232,15 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
     matrix = weight.detach().reshape(weight.shape[0], -1).t() if tiles else None
 
     def cheap_at(shape: torch.Size) -> bool:
-        """Whether a call on an input of `shape` is a small product (`_product_is_cheaper`), kept per shape."""
-        known = cheap_shapes.get(shape)
-        if known is None:
-            if len(cheap_shapes) >= c_conv.SHAPES_KEPT:
-                cheap_shapes.clear()
-            known = cheap_shapes[shape] = matrix is not None and len(shape) == 4 and _product_is_cheaper(
-                shape[0] * (shape[2] // kernel[0]) * (shape[3] // kernel[1]), matrix.numel())
-        return known
+        """Whether a call on an input of `shape` is a small product (`_product_is_cheaper`)."""
+        return matrix is not None and len(shape) == 4 and _product_is_cheaper(
+            shape[0] * (shape[2] // kernel[0]) * (shape[3] // kernel[1]), matrix.numel())
 
-    cheap_shapes: dict = {}
+    cheap_shapes: dict = {}  # cheap_at per input shape
 
     def run(env, a, x, w, *rest):
         bias, other = _split_operands(rest, adds)
-        cheap = cheap_at(x.shape)
+        cheap = kept(cheap_shapes, x.shape, cheap_at, x.shape)
         # (an ungrouped 1x1 convolution runs in C only where a small product would run as one; the C
         # kernel checks the rest: None where this call does not run there)
         if own is not None and (cheap or not own_pointwise):

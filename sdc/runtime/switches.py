@@ -1,4 +1,4 @@
-"""On/off settings read from the environment (SDC_C_SEGMENTS, SDC_KEEP_PAGES, SDC_ARENA): one reader,
+"""On/off settings read from the environment (SDC_C_KERNELS, SDC_C_SEGMENTS, SDC_KEEP_PAGES, SDC_ARENA): one reader,
 one error for a value that is neither."""
 
 from __future__ import annotations

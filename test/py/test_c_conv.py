@@ -292,11 +292,11 @@ def test_channel_shuffle(shape, a, threads):
     x = _channels_last(*shape)
     b = shape[1] // a
     with _threads(threads):
-        got = c_conv.block_transpose(x, a, b)
+        got = c_conv.block_transpose_kernel(a, b)(x)
     want = x.numpy().reshape(shape[0], a, b, *shape[2:]).swapaxes(1, 2).reshape(shape)
     assert got.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_array_equal(got.numpy(), want)
-    assert c_conv.block_transpose(x.double(), a, b) is None
+    assert c_conv.block_transpose_kernel(a, b)(x.double()) is None
 
 
 @pytest.mark.parametrize("shape", [(1, 3, 224, 224), (2, 3, 67, 61), (1, 2, 91, 93), (3, 4, 50, 41)])
@@ -304,7 +304,7 @@ def test_an_image_made_channels_last(shape, monkeypatch):
     """NCHW -> NHWC of a 2-4 channel image (whole and partial vectors of pixels), and the executor's
     layout_cast kernel uses it."""
     x = torch.randn(*shape)
-    got = c_conv.to_channels_last(x)
+    got = c_conv.channels_last_kernel()(x)
     assert got is not None and got.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_array_equal(got.numpy(), x.numpy())
     calls = []
@@ -315,10 +315,10 @@ def test_an_image_made_channels_last(shape, monkeypatch):
 
 
 def test_which_images_are_made_channels_last_in_c():
-    assert c_conv.to_channels_last(torch.randn(1, 5, 64, 64)) is None  # more channels: torch's copy
-    assert c_conv.to_channels_last(torch.randn(1, 3, 8, 8)) is None  # small: torch's copy
-    assert c_conv.to_channels_last(torch.randn(1, 3, 64, 64).double()) is None
-    assert c_conv.to_channels_last(torch.randn(1, 64, 64, 3).permute(0, 3, 1, 2)) is None  # already lying so
+    assert c_conv.channels_last_kernel()(torch.randn(1, 5, 64, 64)) is None  # more channels: torch's copy
+    assert c_conv.channels_last_kernel()(torch.randn(1, 3, 8, 8)) is None  # small: torch's copy
+    assert c_conv.channels_last_kernel()(torch.randn(1, 3, 64, 64).double()) is None
+    assert c_conv.channels_last_kernel()(torch.randn(1, 64, 64, 3).permute(0, 3, 1, 2)) is None  # already lying so
 
 
 @pytest.mark.parametrize("threads", [2, 3])
