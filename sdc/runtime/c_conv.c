@@ -3,7 +3,8 @@
  * The runtime compiles this file once per host (sdc/runtime/c_conv.py, through the cache of
  * c_launcher.build_library) and calls it for the convolutions oneDNN runs far from the machine's
  * peak: grouped ones (ShuffleNet's 1x1 convolutions of 4 groups) and depthwise ones (MobileNet's),
- * and small ones whose windows tile the image (a vision transformer's patch embedding); besides them, max and average pooling and the channel shuffle of channels-last tensors.
+ * ungrouped ones of few input channels (an image's first, as one group whose tiles gather their windows:
+ * gather_windows), and small ones whose windows tile the image (a vision transformer's patch embedding); besides them, max and average pooling and the channel shuffle of channels-last tensors.
  * Each thread allocates only a zeroed row and pointer lists it frees; a function returns 0, or 1 when
  * those could not be allocated (the caller then runs oneDNN).
  *
@@ -52,6 +53,7 @@ static int omp_get_num_threads(void) { return 1; }
 #endif
 #define ROWS 6 /* output pixels per tile of a grouped convolution */
 #define DW_PIXELS 8 /* output pixels per tile of a depthwise convolution */
+#define GATHER_MAX_CHANNELS 8 /* a grouped convolution of fewer input channels a group gathers its windows */
 
 typedef float vf __attribute__((vector_size(LANES * 4)));
 typedef int32_t vi __attribute__((vector_size(LANES * 4)));
@@ -249,10 +251,14 @@ DEFINE_HALF_TILE(3)
  * pixel[r] the result pixel, -1 past the last. Taps that every pixel reads as padding are left out.
  * Returns the number of taps. */
 static int64_t tile_inputs(const float *x, const int64_t *q, int64_t cin, int64_t p0, const float **base,
-                           int64_t *taps, int64_t *pixel) {
+                           int64_t *taps, int64_t *pixel, int pixels_only) {
   const int64_t N = q[0], H = q[1], W = q[2], KH = q[7], KW = q[8];
   const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
   const int64_t total = N * OH * OW;
+  if (pixels_only) { /* the caller gathers the windows (gather_windows) */
+    for (int r = 0; r < ROWS; ++r) pixel[r] = p0 + r < total ? p0 + r : -1;
+    return 0;
+  }
   if (KH == 1 && KW == 1 && SH == 1 && SW == 1 && PT == 0 && PL == 0 && OH == H && OW == W) {
     /* 1x1, stride 1, no pads: output pixel p reads input pixel p */
     for (int r = 0; r < ROWS; ++r) {
@@ -294,6 +300,51 @@ static int64_t tile_inputs(const float *x, const int64_t *q, int64_t cin, int64_
   return used;
 }
 
+/* `n` floats from s to d (few: one window row of a small-channel convolution), or zeros where s is NULL */
+static inline void copy_few(float *d, const float *s, int64_t n) {
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES) st(d + i, s ? ld(s + i) : splat(0.0f));
+  if (i < n) st_n(d + i, s ? ld_n(s + i, n - i) : splat(0.0f), n - i);
+}
+
+/* The windows of the ROWS output pixels from p0 of group g, each as one row of KH * KW * CI values
+ * ([kh][kw][ci], the weight's order) in `patch`: zeros on the padding and for rows past the result's
+ * end. A window row of an ungrouped convolution without dilation lies in one run of the input. */
+static void gather_windows(const float *x, const int64_t *q, int64_t cin, int64_t g, int64_t p0, float *patch) {
+  const int64_t N = q[0], H = q[1], W = q[2], CI = q[4], KH = q[7], KW = q[8];
+  const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
+  const int64_t K = KH * KW * CI, total = N * OH * OW;
+  int64_t n = p0 / (OH * OW), oh = p0 / OW % OH, ow = p0 % OW;
+  for (int r = 0; r < ROWS; ++r) {
+    float *row = patch + r * K;
+    if (p0 + r >= total) {
+      copy_few(row, NULL, K);
+      continue;
+    }
+    const int64_t iw0 = ow * SW - PL;
+    const int whole = cin == CI && DW == 1 && iw0 >= 0 && iw0 + KW <= W;
+    for (int64_t kh = 0; kh < KH; ++kh, row += KW * CI) {
+      const int64_t ih = oh * SH - PT + kh * DH;
+      const float *line = ih >= 0 && ih < H ? x + (n * H + ih) * W * cin + g * CI : NULL;
+      if (!line || whole) {
+        copy_few(row, line ? line + iw0 * cin : NULL, KW * CI);
+        continue;
+      }
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        const int64_t iw = iw0 + kw * DW;
+        copy_few(row + kw * CI, iw >= 0 && iw < W ? line + iw * cin : NULL, CI);
+      }
+    }
+    if (++ow == OW) {
+      ow = 0;
+      if (++oh == OH) {
+        oh = 0;
+        ++n;
+      }
+    }
+  }
+}
+
 /* Items [item0, item1) of a grouped convolution's result: item i is tile i / (G * chunks) (the ROWS
  * pixels from there of the flattened (n, oh, ow), so no tile is cut short at a row's end: a 13-pixel
  * row took three tiles of 6), then its group and its chunk of MAX_VECTORS vectors of columns. Threads
@@ -319,17 +370,22 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
   const float **xs = malloc(sizeof(float *) * (size_t)(KH * KW * ROWS + 1));
   const float **ws = malloc(sizeof(float *) * (size_t)(KH * KW + 1));
   int64_t *taps = malloc(sizeof(int64_t) * (size_t)(KH * KW + 1));
-  if (!zeros || !base || !xs || !ws || !taps) {
-    free(zeros); free(base); free(xs); free(ws); free(taps);
+  /* few input channels a tap (an image's first convolution: 3): a tile's windows are copied into
+   * rows of KH * KW * CI values, one sum over them, not KH * KW short sums (GATHER_MAX_CHANNELS) */
+  const int64_t K = KH * KW * CI;
+  float *patch = CI < GATHER_MAX_CHANNELS && KH * KW > 1 ? malloc(sizeof(float) * (size_t)(ROWS * K)) : NULL;
+  if (!zeros || !base || !xs || !ws || !taps || (CI < GATHER_MAX_CHANNELS && KH * KW > 1 && !patch)) {
+    free(zeros); free(base); free(xs); free(ws); free(taps); free(patch);
     return 1;
   }
+
   int64_t pixel[ROWS], used = 0, tile_at = -1, group_at = -1;
   /* item = (tile * G + g) * chunks + k, stepped without a division per item */
   int64_t tile = item0 / (G * chunks), g = item0 / chunks % G, k = item0 % chunks;
   for (int64_t item = item0; item < item1; ++item) {
     const int64_t c0 = k * (MAX_VECTORS * LANES);
     if (tile != tile_at) {
-      used = tile_inputs(x, q, cin, tile * ROWS, base, taps, pixel);
+      used = tile_inputs(x, q, cin, tile * ROWS, base, taps, pixel, patch != NULL);
       tile_at = tile;
       group_at = -1;
     }
@@ -337,8 +393,20 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
       for (int64_t t = 0; t < used; ++t)
         for (int r = 0; r < ROWS; ++r) xs[t * ROWS + r] = base[t * ROWS + r] ? base[t * ROWS + r] + g * CI : zeros;
       group_at = g;
+      if (patch) gather_windows(x, q, cin, g, tile * ROWS, patch);
     }
-    for (int64_t t = 0; t < used; ++t) ws[t] = w + (g * KH * KW + taps[t]) * CI * COP + c0;
+    const float *const *xs_run = xs;
+    const float *rows_of_patch[ROWS];
+    int64_t taps_run = used, ci_run = CI;
+    if (patch) {
+      for (int r = 0; r < ROWS; ++r) rows_of_patch[r] = patch + r * K;
+      xs_run = rows_of_patch;
+      ws[0] = w + g * K * COP + c0; /* the taps' weights follow one another: [KH][KW][CI][COP] */
+      taps_run = 1;
+      ci_run = K;
+    } else {
+      for (int64_t t = 0; t < used; ++t) ws[t] = w + (g * KH * KW + taps[t]) * CI * COP + c0;
+    }
     const int64_t cols = CO - c0 < MAX_VECTORS * LANES ? CO - c0 : MAX_VECTORS * LANES;
     float *ys[ROWS];
     const float *rs[ROWS];
@@ -352,7 +420,7 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
     static const tile_fn half_tiles[] = {tile_0h, tile_1h, tile_2h, tile_3h};
     if (cols % LANES && cols % LANES <= 8) tile_run = half_tiles[cols / LANES];
 #endif
-    tile_run(xs, ws, used, CI, COP, ys, rs, bias ? bias + g * CO + c0 : NULL, cols, a);
+    tile_run(xs_run, ws, taps_run, ci_run, COP, ys, rs, bias ? bias + g * CO + c0 : NULL, cols, a);
     if (++k == chunks) {
       k = 0;
       if (++g == G) {
@@ -361,7 +429,7 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
       }
     }
   }
-  free(zeros); free(base); free(xs); free(ws); free(taps);
+  free(zeros); free(base); free(xs); free(ws); free(taps); free(patch);
   return 0;
 }
 

@@ -19,8 +19,10 @@ Which convolutions (`prepare`): 2-d, float32, static channels, and
   407 -> 278 with the caches cold; 240 -> 960 over 2 pixels 52 -> 36 warm, 254 -> 172 cold, or
 - ungrouped with windows that tile the image (strides = kernel, larger than 1x1, no pads or
   dilation: a vision transformer's patch embedding), on an NCHW input (`CPatchConv`), at most
-  `PATCH_MAX_MACS` multiply-adds a call.
-Ungrouped convolutions stay oneDNN's, whose JIT kernels are faster on them here. A call takes the C
+  `PATCH_MAX_MACS` multiply-adds a call, or
+- ungrouped of fewer than `GATHER_MAX_CHANNELS` input channels (an image's first convolution), as
+  one group whose tiles gather their windows into rows.
+Other ungrouped convolutions stay oneDNN's, whose JIT kernels are faster on them here. A call takes the C
 kernel when its input is a float32 channels-last tensor, otherwise oneDNN runs it, with the same
 results up to float rounding. The kernel splits the result's rows over torch's threads (the count the
 executor's gate gave the convolution: sdc/runtime/gate.py) through OpenMP, built with `-fopenmp` so
@@ -38,8 +40,8 @@ Measured on this project's 2-core AMD EPYC (AVX-512), one thread, each kernel al
 prepacked call with its post-op (2026-12-04), as a fraction of oneDNN's time: ShuffleNet's grouped 1x1
 convolutions 0.78-1.03x, MobileNet-v3's 5x5 depthwise ones 0.95-1.3x, 3x3 depthwise ones (which sweep
 rows with their weights in registers, 2x the tiles' speed) 0.35-0.7x down to 4 channels
-(`DEPTHWISE_MIN_CHANNELS`); ungrouped 3x3 ones 0.9-2.2x (hence oneDNN for them but a ViT's patch embedding
-and small 1x1 ones, above).
+(`DEPTHWISE_MIN_CHANNELS`); ungrouped 3x3 ones 0.9-2.2x (hence oneDNN for them but a ViT's patch embedding,
+small 1x1 ones and those of few input channels, above).
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ LANES = 16  # the widest vector the kernels use (AVX-512 floats): a weight's col
 # 19 against 40 (27 against 40), 16 channels 5x5 (tiles) 36 against 44 (59 against 54).
 DEPTHWISE_MIN_CHANNELS = 4
 TO_CHANNELS_LAST_MIN = 8192  # elements of an image `channels_last_kernel` takes
+# An ungrouped convolution of fewer input channels (an image's first: 3) runs as the grouped kernel
+# of one group, which gathers each tile's windows into rows of KH * KW * C values (c_conv.c's
+# GATHER_MAX_CHANNELS). Measured alone (2 threads), against oneDNN's prepacked call: 3 -> 16 channels
+# 3x3 stride 2 over 2x96x64 41 us against 59, 3 -> 64 over 224x224 322 against 286, 7x7 1317 against
+# 1172; in a model oneDNN's call costs more (its first convolution: 166 us in the segmentation model
+# against 57 alone). Whole models, alternating calls (2026-12-05): the segmentation model -6.5%,
+# ShuffleNet -2%, SqueezeNet, Inception-v2 (7x7) and ResNet-50 (7x7) within 1%.
+GATHER_MAX_CHANNELS = 8
 PATCH_MAX_MACS = 1 << 22  # a call of a patch convolution (CPatchConv.fits): larger ones go to oneDNN
 
 # the unary op applied as the result is stored: c_conv.c's `act` kinds
@@ -287,7 +297,9 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None,
     window = _window(attrs)
     pointwise = groups == 1 and kh == kw == 1 and window == ((1, 1), (1, 1), (0, 0, 0, 0))
     if groups == 1 and not pointwise:
-        return _prepare_patches(weight, window, unary, unary_attrs)
+        patches = _prepare_patches(weight, window, unary, unary_attrs)
+        if patches is not None or in_per_group >= GATHER_MAX_CHANNELS:
+            return patches
     if window is None or groups < 1 or out_total % groups or min(out_total, in_per_group, kh, kw) < 1:
         return None
     depthwise = in_per_group == 1 and out_total == groups

@@ -219,7 +219,8 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
     post_op, post_scalars = _onednn_post_op(attrs)
     convolution = torch.ops.mkldnn._convolution_pointwise
     own = c_conv.prepare(weight, attrs, *_epilogue_unary(attrs))  # grouped, depthwise, small: sdc's C kernels
-    own_pointwise = groups == 1 and isinstance(own, c_conv.CConv)
+    kernel_pixels = int(weight.shape[2]) * int(weight.shape[3])
+    own_pointwise = groups == 1 and isinstance(own, c_conv.CConv) and kernel_pixels == 1
     fallback = _with_epilogue(ref, attrs) if attrs.get(EPILOGUE) else ref
 
     kernel = [int(k) for k in weight.shape[2:]]

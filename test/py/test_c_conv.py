@@ -91,6 +91,12 @@ CASES = [  # (input shape, out channels, kernel, strides, pads, dilations, group
     ((2, 16, 9, 7), 16, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 16),  # one vector of channels (MobileNet-v3's first)
     ((1, 4, 8, 11), 4, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 4),  # a quarter vector
     ((1, 8, 10, 6), 8, (5, 5), [1, 1], [2, 2, 2, 2], [1, 1], 8),  # half a vector, on the tiles
+    ((1, 16, 7, 9), 20, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),  # 8 channels a group: taps, not gathered windows
+    # fewer than 8 input channels (a group): the tiles gather their windows into rows (gather_windows)
+    ((2, 3, 96, 64), 16, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 1),  # an image's first convolution
+    ((1, 3, 13, 11), 64, (7, 7), [2, 2], [3, 3, 3, 3], [1, 1], 1),  # 7x7: most windows cross the padding
+    ((1, 5, 9, 8), 20, (3, 3), [1, 2], [0, 1, 2, 0], [2, 1], 1),  # dilated rows, asymmetric pads
+    ((2, 7, 6, 5), 33, (2, 3), [1, 1], [0, 0, 0, 0], [1, 2], 1),  # dilated columns: a window row in pieces
 ]
 
 
@@ -146,6 +152,7 @@ def test_which_convolutions_and_calls_it_takes(monkeypatch):
     a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
     assert c_conv.prepare(torch.randn(8, 8, 1, 1), {**a, "strides": [2, 2]}, None, {}) is None  # strided 1x1
     assert c_conv.prepare(torch.randn(8, 8, 3, 3), a, None, {}) is None  # ungrouped, not patches: oneDNN's
+    assert isinstance(c_conv.prepare(torch.randn(8, 7, 3, 3), a, None, {}), c_conv.CConv)  # few channels: here
     assert c_conv.prepare(torch.randn(3, 1, 3, 3), {**a, "groups": 3}, None, {}) is None  # narrow depthwise
     assert c_conv.prepare(torch.randn(4, 1, 3, 3), {**a, "groups": 4}, None, {}) is not None
     assert c_conv.prepare(torch.randn(8, 4, 1, 1, dtype=torch.float64), {**a, "groups": 2}, None, {}) is None
@@ -230,10 +237,12 @@ def test_windows_that_tile_the_image_match_float64(xs, out_channels, kernel, wit
 
 def test_which_patch_convolutions_and_calls_it_takes():
     a = dict(strides=[4, 4], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
-    w = torch.randn(16, 3, 4, 4)
-    assert c_conv.prepare(w, {**a, "strides": [4, 2]}, None, {}) is None  # overlapping windows
-    assert c_conv.prepare(w, {**a, "pads": [1, 1, 1, 1]}, None, {}) is None
-    assert c_conv.prepare(w, {**a, "dilations": [2, 2]}, None, {}) is None
+    w, wide = torch.randn(16, 3, 4, 4), torch.randn(16, 8, 4, 4)
+    assert c_conv.prepare(wide, {**a, "strides": [4, 2]}, None, {}) is None  # overlapping windows
+    assert c_conv.prepare(wide, {**a, "pads": [1, 1, 1, 1]}, None, {}) is None
+    assert c_conv.prepare(wide, {**a, "dilations": [2, 2]}, None, {}) is None
+    # (of 3 input channels, those are the gathering convolution's: test_grouped_and_depthwise_match_float64)
+    assert isinstance(c_conv.prepare(w, {**a, "strides": [4, 2]}, None, {}), c_conv.CConv)
     conv = c_conv.prepare(w, a, "sigmoid", {})
     assert conv is not None and not conv.applies_unary
     assert conv.fits(torch.randn(1, 3, 9, 4))
