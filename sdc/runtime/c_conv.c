@@ -13,7 +13,9 @@
  *   y    [N][OH][OW][G*CO]           the result, same order
  *   res  [N][OH][OW][G*CO] or NULL   added to the result (a residual add merged into the convolution)
  *   bias [G*CO] or NULL
- * grouped:   w [G][KH][KW][CI][COP]  COP = CO rounded up to whole vectors, zeros past CO
+ * grouped:   w [G][chunk][KH][KW][CI][CW]  COP = CO rounded up to whole vectors, zeros past CO, cut into
+ *            chunks of CW = sdc_conv_chunk_columns() columns (the last one narrower): a tile reads one
+ *            chunk, which lies in one run of memory (the weight of a convolution of few pixels streams)
  * depthwise: w [KH][KW][C]           (CI = CO = 1, G = C)
  * The exception: a convolution whose windows tile the image (`sdc_conv_patches_f32`) reads an NCHW
  * image and writes an NCHW result, its sizes and weight as that function says.
@@ -395,17 +397,19 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
       group_at = g;
       if (patch) gather_windows(x, q, cin, g, tile * ROWS, patch);
     }
+    const int64_t cw = COP - c0 < MAX_VECTORS * LANES ? COP - c0 : MAX_VECTORS * LANES;
+    const float *chunk = w + g * K * COP + c0 * K;
     const float *const *xs_run = xs;
     const float *rows_of_patch[ROWS];
     int64_t taps_run = used, ci_run = CI;
     if (patch) {
       for (int r = 0; r < ROWS; ++r) rows_of_patch[r] = patch + r * K;
       xs_run = rows_of_patch;
-      ws[0] = w + g * K * COP + c0; /* the taps' weights follow one another: [KH][KW][CI][COP] */
+      ws[0] = chunk; /* the taps' weights follow one another: [KH][KW][CI][cw] */
       taps_run = 1;
       ci_run = K;
     } else {
-      for (int64_t t = 0; t < used; ++t) ws[t] = w + (g * KH * KW + taps[t]) * CI * COP + c0;
+      for (int64_t t = 0; t < used; ++t) ws[t] = chunk + taps[t] * CI * cw;
     }
     const int64_t cols = CO - c0 < MAX_VECTORS * LANES ? CO - c0 : MAX_VECTORS * LANES;
     float *ys[ROWS];
@@ -420,7 +424,7 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
     static const tile_fn half_tiles[] = {tile_0h, tile_1h, tile_2h, tile_3h};
     if (cols % LANES && cols % LANES <= 8) tile_run = half_tiles[cols / LANES];
 #endif
-    tile_run(xs_run, ws, taps_run, ci_run, COP, ys, rs, bias ? bias + g * CO + c0 : NULL, cols, a);
+    tile_run(xs_run, ws, taps_run, ci_run, cw, ys, rs, bias ? bias + g * CO + c0 : NULL, cols, a);
     if (++k == chunks) {
       k = 0;
       if (++g == G) {
@@ -446,6 +450,9 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
     failed |= tiles_fn(x, w, bias, res, y, q, &a, items * t / nt, items * (t + 1) / nt);               \
   }                                                                                                    \
   return failed;
+
+/* The columns of a grouped weight's chunks (the layout above), for the caller that packs it. */
+int sdc_conv_chunk_columns(void) { return MAX_VECTORS * LANES; }
 
 int sdc_conv_grouped_f32(const float *x, const float *w, const float *bias, const float *res, float *y,
                          const int64_t *q, const float *act) {

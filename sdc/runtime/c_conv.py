@@ -96,6 +96,7 @@ def library() -> ctypes.PyDLL | None:
         for name in ("sdc_conv_grouped_f32", "sdc_conv_depthwise_f32", "sdc_conv_patches_f32"):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = pointers, ctypes.c_int
+        lib.sdc_conv_chunk_columns.argtypes, lib.sdc_conv_chunk_columns.restype = [], ctypes.c_int
         lib.sdc_block_transpose_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 4
         lib.sdc_block_transpose_f32.restype = ctypes.c_int
         for name in ("sdc_max_pool_f32", "sdc_avg_pool_f32"):
@@ -320,6 +321,9 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None,
         padded = -(-out_per_group // LANES) * LANES
         packed = torch.zeros(groups, kh, kw, in_per_group, padded, dtype=torch.float32)
         packed[..., :out_per_group] = w.reshape(groups, out_per_group, in_per_group, kh, kw).permute(0, 3, 4, 2, 1)
+        # in chunks of columns as a tile reads them, each chunk one run of memory (c_conv.c's layout)
+        flat, chunk = packed.reshape(groups, kh * kw * in_per_group, padded), lib.sdc_conv_chunk_columns()
+        packed = torch.cat([flat[:, :, c0:c0 + chunk].reshape(groups, -1) for c0 in range(0, padded, chunk)], dim=1)
         fn = lib.sdc_conv_grouped_f32
         shape = (groups, in_per_group, out_per_group)
     return CConv(fn, packed, *shape, padded, (kh, kw), strides, pads, dilations,

@@ -92,9 +92,11 @@ CASES = [  # (input shape, out channels, kernel, strides, pads, dilations, group
     ((1, 4, 8, 11), 4, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 4),  # a quarter vector
     ((1, 8, 10, 6), 8, (5, 5), [1, 1], [2, 2, 2, 2], [1, 1], 8),  # half a vector, on the tiles
     ((1, 16, 7, 9), 20, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),  # 8 channels a group: taps, not gathered windows
+    ((1, 16, 6, 7), 160, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),  # 80 columns a group: two chunks of the weight
     # fewer than 8 input channels (a group): the tiles gather their windows into rows (gather_windows)
     ((2, 3, 96, 64), 16, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 1),  # an image's first convolution
     ((1, 3, 13, 11), 64, (7, 7), [2, 2], [3, 3, 3, 3], [1, 1], 1),  # 7x7: most windows cross the padding
+    ((1, 3, 10, 9), 96, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 1),  # 96 columns: two chunks of the weight
     ((1, 5, 9, 8), 20, (3, 3), [1, 2], [0, 1, 2, 0], [2, 1], 1),  # dilated rows, asymmetric pads
     ((2, 7, 6, 5), 33, (2, 3), [1, 1], [0, 0, 0, 0], [1, 2], 1),  # dilated columns: a window row in pieces
 ]
