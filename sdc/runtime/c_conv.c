@@ -968,3 +968,46 @@ int sdc_block_transpose_f32(const float *restrict in, float *restrict out, int64
   }
   return 0;
 }
+
+/* ---------------------------------------------------------------- recorded runs */
+
+/* The pooling kernels in the convolutions' form (x, w, bias, res, y, q, act), so that a recorded run of
+ * the executor's instructions (sdc/runtime/c_runs.py) calls every kernel alike; the arguments they do
+ * not take are NULL. Global average pooling takes q = {N, P, C, threads}, the block transpose (a channel
+ * shuffle) q = {P, A, B, threads}. */
+int sdc_max_pool_call(const float *x, const float *w, const float *bias, const float *res, float *y,
+                      const int64_t *q, const float *act) {
+  (void)w, (void)bias, (void)res, (void)act;
+  return sdc_max_pool_f32(x, y, q);
+}
+
+int sdc_avg_pool_call(const float *x, const float *w, const float *bias, const float *res, float *y,
+                      const int64_t *q, const float *act) {
+  (void)w, (void)bias, (void)res, (void)act;
+  return sdc_avg_pool_f32(x, y, q);
+}
+
+int sdc_global_avg_pool_call(const float *x, const float *w, const float *bias, const float *res, float *y,
+                             const int64_t *q, const float *act) {
+  (void)w, (void)bias, (void)res, (void)act;
+  return sdc_global_avg_pool_f32(x, y, q[0], q[1], q[2], q[3]);
+}
+
+int sdc_block_transpose_call(const float *x, const float *w, const float *bias, const float *res, float *y,
+                             const int64_t *q, const float *act) {
+  (void)w, (void)bias, (void)res, (void)act;
+  return sdc_block_transpose_f32(x, y, q[0], q[1], q[2], q[3]);
+}
+
+typedef int (*kernel_call)(const float *, const float *, const float *, const float *, float *, const int64_t *,
+                           const float *);
+
+/* calls[8 i] is a kernel of the form above and calls[8 i + 1 ..] its seven arguments, for i < n in order;
+ * 0, or 1 + the index of the first that returned nonzero (its scratch not allocated) */
+int sdc_run_calls(int64_t n, void *const *calls) {
+  for (int64_t i = 0; i < n; ++i) {
+    void *const *c = calls + 8 * i;
+    if (((kernel_call)c[0])(c[1], c[2], c[3], c[4], c[5], c[6], c[7])) return (int)(i + 1);
+  }
+  return 0;
+}

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -79,6 +80,42 @@ ACT_NONE, ACT_RELU, ACT_CLIP, ACT_HARD_SWISH, ACT_HARD_SIGMOID = range(5)
 
 _library: Any = None  # the loaded library, False once it could not be built
 
+# While one of the executor's runs of C kernels records a call (sdc/runtime/c_runs.py), `calls` on this
+# thread is a list, and every kernel call here appends what it called (`KernelCall`).
+_recording = threading.local()
+
+
+@dataclass(frozen=True, eq=False)
+class KernelCall:
+    """One call of a kernel of the form (x, w, bias, res, y, q, act) (c_conv.c's convolutions, and its
+    `*_call` forms of the pooling kernels): the function, the tensors its pointers were taken from (None:
+    NULL), `w` the kernel's own constant (a packed weight), and the ctypes arrays `q` and `act`."""
+
+    fn: Any
+    x: torch.Tensor
+    w: torch.Tensor | None
+    bias: torch.Tensor | None
+    res: torch.Tensor | None
+    y: torch.Tensor
+    q: Any
+    act: Any
+
+
+def start_recording() -> list[KernelCall]:
+    """From now on, on this thread, the kernels' calls go into the returned list (`stop_recording`)."""
+    _recording.calls = []
+    return _recording.calls
+
+
+def stop_recording() -> None:
+    _recording.calls = None
+
+
+def _note(fn: Any, x: torch.Tensor, w: Any, bias: Any, res: Any, y: torch.Tensor, q: Any, act: Any) -> None:
+    calls = getattr(_recording, "calls", None)
+    if calls is not None:
+        calls.append(KernelCall(fn, x, w, bias, res, y, q, act))
+
 
 def library() -> ctypes.PyDLL | None:
     """c_conv.c compiled for this host (once per process; from the cache when any process built it),
@@ -104,6 +141,10 @@ def library() -> ctypes.PyDLL | None:
             fn.argtypes, fn.restype = [ctypes.c_void_p] * 3, ctypes.c_int
         lib.sdc_global_avg_pool_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 4
         lib.sdc_global_avg_pool_f32.restype = ctypes.c_int
+        for name in ("sdc_max_pool_call", "sdc_avg_pool_call", "sdc_global_avg_pool_call", "sdc_block_transpose_call"):
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = pointers, ctypes.c_int
+        lib.sdc_run_calls.argtypes, lib.sdc_run_calls.restype = [ctypes.c_int64, ctypes.c_void_p], ctypes.c_int
         _library = lib
     return _library or None
 
@@ -223,7 +264,10 @@ class CConv:
         y = torch.empty_strided(shape, strides, dtype=torch.float32)
         failed = self.fn(x.data_ptr(), self.weight.data_ptr(), None if bias is None else bias.data_ptr(),
                          None if other is None else other.data_ptr(), y.data_ptr(), sizes, self.act)
-        return None if failed else y
+        if failed:
+            return None
+        _note(self.fn, x, self.weight, bias, other, y, sizes, self.act)
+        return y
 
     def _call(self, x: torch.Tensor, threads: int) -> tuple[Any, tuple[int, ...], tuple[int, ...]] | None:
         """For input `x` on `threads` (the count the executor's gate gave the convolution): c_conv.c's
@@ -283,7 +327,10 @@ class CPatchConv:
         sizes = (ctypes.c_int64 * 11)(n, c, h, w, o, self.padded, kh, kw, oh, ow, torch.get_num_threads())
         failed = self.fn(x.data_ptr(), self.weight.data_ptr(), None if bias is None else bias.data_ptr(), None,
                          y.data_ptr(), sizes, self.act)
-        return None if failed else y
+        if failed:
+            return None
+        _note(self.fn, x, self.weight, bias, None, y, sizes, self.act)
+        return y
 
 
 def prepare(weight: torch.Tensor, attrs: dict, unary: str | None,
@@ -390,7 +437,10 @@ def _block_transpose(fn: Callable[..., int], x: torch.Tensor, p: int, a: int, b:
     logical shape [N, C, H, W]."""
     n, c, h, w = x.shape
     out = torch.empty_strided((n, c, h, w), _channels_last_strides(n, c, h, w), dtype=torch.float32)
-    fn(x.data_ptr(), out.data_ptr(), p, a, b, torch.get_num_threads())
+    threads = torch.get_num_threads()
+    fn(x.data_ptr(), out.data_ptr(), p, a, b, threads)
+    if getattr(_recording, "calls", None) is not None:
+        _note(library().sdc_block_transpose_call, x, None, None, None, out, (ctypes.c_int64 * 4)(p, a, b, threads), None)
     return out
 
 
@@ -408,7 +458,11 @@ def global_avg_pool_kernel(ref: Callable[..., Any]) -> Callable[..., Any]:
             return ref(env, a, x)
         n, c, h, w = x.shape
         y = torch.empty_strided((n, c, 1, 1), (c, 1, c, c), dtype=torch.float32)
-        pool(x.data_ptr(), y.data_ptr(), n, h * w, c, torch.get_num_threads())
+        threads = torch.get_num_threads()
+        pool(x.data_ptr(), y.data_ptr(), n, h * w, c, threads)
+        if getattr(_recording, "calls", None) is not None:
+            _note(library().sdc_global_avg_pool_call, x, None, None, None, y, (ctypes.c_int64 * 4)(n, h * w, c, threads),
+                  None)
         return y
 
     return run
@@ -454,6 +508,8 @@ def pool_kernel(name: str, ref: Callable[..., Any], attrs: dict) -> Callable[...
         y = torch.empty_strided(shape, out_strides, dtype=torch.float32)
         if pool(x.data_ptr(), y.data_ptr(), sizes):  # its tap list not allocated
             return ref(env, a, x)
+        if getattr(_recording, "calls", None) is not None:
+            _note(getattr(library(), f"sdc_{name}_call"), x, None, None, None, y, sizes, None)
         return y
 
     return run

@@ -419,8 +419,12 @@ class ReferenceExecutor:
             from sdc.runtime.c_segment import build_segments  # runs of C launches as one call
 
             program_now = build_segments(program_now, self.output_slots, self.initial)
-        self.fast_program = _straight_line(_join_concat_chains(_fuse_bias_adds(program_now, self.initial),
-                                                               self.output_slots), comm)
+        program_now = _join_concat_chains(_fuse_bias_adds(program_now, self.initial), self.output_slots)
+        if device is None or device.type == "cpu":
+            from sdc.runtime.c_runs import build_runs  # runs of C-kernel ops replayed as one call
+
+            program_now = build_runs(program_now, comm, self.initial)
+        self.fast_program = _straight_line(program_now, comm)
         # Reference kernels (torch ops) make tensors without naming a device and compute f32 products
         # through cuBLAS/cuDNN, so on a device they run under torch's default-device mode and
         # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names
@@ -960,6 +964,7 @@ def _block_transpose_at(axis: int, a: int, b: int) -> Callable[[torch.Tensor, to
             return lying.unflatten(3, (a, b)).transpose(3, 4).reshape(lying.shape).permute(0, 3, 1, 2)
         return data.unflatten(axis, (a, b)).transpose(axis, axis + 1).reshape(data.shape)
 
+    run.channel_shuffle = True  # (sdc.runtime.c_runs takes it into a run of C kernels)
     return run
 
 

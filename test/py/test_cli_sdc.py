@@ -209,7 +209,7 @@ def test_user_errors_exit_1_without_traceback(compiled, tmp_path):
                        "error: input 'input:0' has shape [2, 9], expected [batch, 8]")
 
 
-@pytest.mark.parametrize("name", ["SDC_KEEP_PAGES", "SDC_C_SEGMENTS", "SDC_ARENA", "SDC_C_KERNELS"])
+@pytest.mark.parametrize("name", ["SDC_KEEP_PAGES", "SDC_C_SEGMENTS", "SDC_ARENA", "SDC_C_KERNELS", "SDC_C_RUNS"])
 def test_a_bad_on_off_setting_is_one_error(compiled, monkeypatch, name):
     monkeypatch.setenv(name, "maybe")
     assert_clean_error(sdc("run", compiled), 1, f"error: {name}='maybe' is not one of 1, on, 0, off")
