@@ -12,11 +12,14 @@ merged into the convolution applied as each result vector is stored.
 Which convolutions (`prepare`): 2-d, float32, static channels, and
 - depthwise (groups = input channels = output channels) of at least `DEPTHWISE_MIN_CHANNELS`, or
 - grouped (2 or more groups, not depthwise), or
-- ungrouped 1x1 of stride 1 without pads, as one group; the caller takes it only where the product
-  is small (`reference_kernels._product_is_cheaper`: few pixels, as a squeeze-excite block's or a
-  MobileNet's last stages, or few multiply-adds), where it beat the BLAS product on the plain weight
-  (which repacks the weight every call): MobileNet-v3's 160 -> 960 over 48 pixels 177 -> 148 us warm,
-  407 -> 278 with the caches cold; 240 -> 960 over 2 pixels 52 -> 36 warm, 254 -> 172 cold, or
+- ungrouped 1x1 of stride 1 without pads, as one group. Against the BLAS product on the plain weight
+  (which repacks the weight every call), MobileNet-v3's 160 -> 960 over 48 pixels 177 -> 148 us warm,
+  407 -> 278 with the caches cold; 240 -> 960 over 2 pixels 52 -> 36 warm, 254 -> 172 cold. Against
+  oneDNN's prepacked call, with the caches cold (16 MB swept; warm within 0.8-1.5x of it), 2 threads
+  (2026-12-05): SqueezeNet's 128 -> 16 over 55x55 175 us against 223, 256 -> 32 over 27x27 121
+  against 206, ResNet-50's 256 -> 64 over 56x56 656 against 722, 64 -> 256 686 against 645, 512 ->
+  1000 over 13x13 877 against 930; whole models (alternating calls, with cache sweeps) SqueezeNet,
+  Inception-v1 and -v2 6-7% faster, DenseNet-121 5%, ResNet-50 3%, or
 - ungrouped with windows that tile the image (strides = kernel, larger than 1x1, no pads or
   dilation: a vision transformer's patch embedding), on an NCHW input (`CPatchConv`), at most
   `PATCH_MAX_MACS` multiply-adds a call, or

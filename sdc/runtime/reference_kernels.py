@@ -218,9 +218,7 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
     adds, finish = _epilogue(attrs)
     post_op, post_scalars = _onednn_post_op(attrs)
     convolution = torch.ops.mkldnn._convolution_pointwise
-    own = c_conv.prepare(weight, attrs, *_epilogue_unary(attrs))  # grouped, depthwise, small: sdc's C kernels
-    kernel_pixels = int(weight.shape[2]) * int(weight.shape[3])
-    own_pointwise = groups == 1 and isinstance(own, c_conv.CConv) and kernel_pixels == 1
+    own = c_conv.prepare(weight, attrs, *_epilogue_unary(attrs))  # grouped, depthwise, 1x1...: sdc's C kernels
     fallback = _with_epilogue(ref, attrs) if attrs.get(EPILOGUE) else ref
 
     kernel = [int(k) for k in weight.shape[2:]]
@@ -241,13 +239,12 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
 
     def run(env, a, x, w, *rest):
         bias, other = _split_operands(rest, adds)
-        cheap = kept(cheap_shapes, x.shape, cheap_at, x.shape)
-        # (an ungrouped 1x1 convolution runs in C only where a small product would run as one; the C
-        # kernel checks the rest: None where this call does not run there)
-        if own is not None and (cheap or not own_pointwise):
+        # (the C kernel checks the call: None where it does not run there)
+        if own is not None:
             out = own(x, bias, other)
             if out is not None:
                 return out if own.applies_unary else finish(out)
+        cheap = kept(cheap_shapes, x.shape, cheap_at, x.shape)
         if not _plain_f32(x) or (bias is not None and bias.dtype != torch.float32) or (adds and not _plain_f32(other)):
             return fallback(env, a, x, w, *rest)
         if cheap:

@@ -257,13 +257,20 @@ def test_which_patch_convolutions_and_calls_it_takes():
     assert conv(torch.randn(1, 3, 8, 8), torch.randn(15), None) is None
 
 
-@pytest.mark.parametrize("shape,out_channels,unary,adds,small", [
+def _counted(calls: list, result):
+    if result is not None:
+        calls.append(1)
+    return result
+
+
+@pytest.mark.parametrize("shape,out_channels,unary,adds,in_c", [
     ((2, 160, 6, 4), 960, "hard_swish", False, True),  # MobileNet-v3's last stages: 48 pixels
     ((2, 240, 1, 1), 960, "hard_sigmoid", False, True),  # a squeeze-excite block's: one pixel an image
     ((1, 40, 9, 7), 24, None, True, True),  # few multiply-adds, a residual add merged
-    ((1, 64, 56, 56), 256, "relu", False, False),  # large: oneDNN's
+    ((1, 64, 56, 56), 256, "relu", False, True),  # large (ResNet-50's): C too
+    ((1, 64, 20, 20), 48, "relu", True, False),  # a row-major input: the product or oneDNN
 ])
-def test_packed_conv_runs_small_pointwise_convolutions_in_c(monkeypatch, shape, out_channels, unary, adds, small):
+def test_packed_conv_runs_pointwise_convolutions_in_c(monkeypatch, shape, out_channels, unary, adds, in_c):
     a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
     unary_attrs = {"alpha": 1 / 6, "beta": 0.5} if unary == "hard_sigmoid" else {}
     epilogue = [*(["add"] if adds else []), *([unary] if unary else [])]
@@ -272,12 +279,14 @@ def test_packed_conv_runs_small_pointwise_convolutions_in_c(monkeypatch, shape, 
     w, bias = torch.randn(out_channels, shape[1], 1, 1) / math.sqrt(shape[1]), torch.randn(out_channels)
     calls = []
     real = c_conv.CConv.__call__
-    monkeypatch.setattr(c_conv.CConv, "__call__", lambda self, *args: calls.append(1) or real(self, *args))
+    monkeypatch.setattr(c_conv.CConv, "__call__", lambda self, *args: _counted(calls, real(self, *args)))
     kernel = packed_conv(CONV, attrs, w, shape)
     x, other = _channels_last(*shape), _channels_last(shape[0], out_channels, *shape[2:])
+    if not in_c:
+        x, other = x.contiguous(), other.contiguous()
     with torch.inference_mode():
         got = kernel(None, attrs, x, w, bias, *([other] if adds else []))
-    assert calls == ([1] if small else [])
+    assert calls == ([1] if in_c else [])  # the calls the C kernel ran
     want = _reference(x, w, bias, a, other if adds else None, unary, unary_attrs)
     np.testing.assert_allclose(got.numpy(), want, **TOLERANCE)
 
