@@ -12,26 +12,37 @@ merged into the convolution applied as each result vector is stored.
 Which convolutions (`prepare`): 2-d, float32, static channels, and
 - depthwise (groups = input channels = output channels) of at least `DEPTHWISE_MIN_CHANNELS`, or
 - grouped (2 or more groups, not depthwise), or
-- ungrouped 1x1 of stride 1 without pads, as one group. Against the BLAS product on the plain weight
-  (which repacks the weight every call), MobileNet-v3's 160 -> 960 over 48 pixels 177 -> 148 us warm,
-  407 -> 278 with the caches cold; 240 -> 960 over 2 pixels 52 -> 36 warm, 254 -> 172 cold. Against
-  oneDNN's prepacked call, with the caches cold (16 MB swept; warm within 0.8-1.5x of it), 2 threads
-  (2026-12-05): SqueezeNet's 128 -> 16 over 55x55 175 us against 223, 256 -> 32 over 27x27 121
-  against 206, ResNet-50's 256 -> 64 over 56x56 656 against 722, 64 -> 256 686 against 645, 512 ->
-  1000 over 13x13 877 against 930; whole models (alternating calls, with cache sweeps) SqueezeNet,
-  Inception-v1 and -v2 6-7% faster, DenseNet-121 5%, ResNet-50 3%, or
 - ungrouped with windows that tile the image (strides = kernel, larger than 1x1, no pads or
   dilation: a vision transformer's patch embedding), on an NCHW input (`CPatchConv`), at most
   `PATCH_MAX_MACS` multiply-adds a call, or
-- ungrouped of fewer than `GATHER_MAX_CHANNELS` input channels (an image's first convolution), as
-  one group whose tiles gather their windows into rows.
-Other ungrouped convolutions stay oneDNN's, whose JIT kernels are faster on them here. A call takes the C
-kernel when its input is a float32 channels-last tensor, otherwise oneDNN runs it, with the same
-results up to float rounding. The kernel splits the result's rows over torch's threads (the count the
+- any other ungrouped one, as one group: a 1x1 one of stride 1 without pads reads each pixel's input
+  where it lies, one of fewer than 8 input channels (an image's first convolution) gathers each tile's
+  windows into rows of KH x KW x C values first (c_conv.c's GATHER_MAX_CHANNELS: one sum over 27
+  values, not 9 sums of 3), any other sums its taps.
+A call takes the C kernel when its input is a float32 channels-last tensor, otherwise oneDNN runs it
+(or, for a small 1x1 one, a BLAS product: reference_kernels.packed_conv), with the same results up to
+float rounding. The kernel splits the result's rows over torch's threads (the count the
 executor's gate gave the convolution: sdc/runtime/gate.py) through OpenMP, built with `-fopenmp` so
 that it shares the libgomp torch loaded, its one thread pool and how those threads wait; a compiler
 without OpenMP builds it single-threaded. A host without a C compiler, or `SDC_C_KERNELS=0` at load,
 runs every convolution through oneDNN.
+
+Ungrouped convolutions against oneDNN's prepacked call with its post-op (2 threads, each alone, warm /
+with the caches cold (16 MB swept), 2026-12-05, after the kernel's weight chunks and gathered
+windows): 1x1 ones: SqueezeNet's 128 -> 16 over 55x55 124 / 175 us against 98 / 223, 256 -> 32 over
+27x27 60 / 121 against 84 / 206, ResNet-50's 256 -> 64 over 56x56 473 / 656 against 529 / 722, 64 ->
+256 509 / 686 against 497 / 645, 512 -> 1000 over 13x13 824 / 877 against 829 / 930 (and against the
+BLAS product on the plain weight, which repacks it every call: MobileNet-v3's 160 -> 960 over 48
+pixels 148 / 278 against 177 / 407); 3x3 ones: SqueezeNet's 16 -> 64 over 55x55 298 / 392 against
+316 / 454, 48 -> 192 over 13x13 137 / 192 against 166 / 285, 128 -> 128 over 28x28 (116M
+multiply-adds) 1025 / 1101 against 1029 / 1129, VGG's 64 -> 64 over 224x224 (1.85G) 17.4 / 17.6 ms
+against 16.5 / 16.4, a 5x5 64 -> 192 over 27x27 2064 / 2044 against 1834 / 1925; an image's first,
+3 -> 16 3x3 stride 2 over 2x96x64, 41 us against 59 (oneDNN's call cost more in a model: 166 us in
+the segmentation model). Inside models the C kernels' calls join the executor's runs of C ops
+(sdc/runtime/c_runs.py). Whole models, alternating calls with cache sweeps, 2 threads: 1x1 ones in
+C (against oneDNN): SqueezeNet, Inception-v1 and -v2 6-7% faster, DenseNet-121 5%, ResNet-50 3%;
+then all ungrouped ones in C: SqueezeNet 10% faster, DenseNet-121 10%, Inception-v2 8%, Inception-v1
+and ResNet-50 6%, AlexNet 4%, ZFNet 2%, VGG-19 1% slower.
 
 Also here: the channel shuffle of a channels-last float32 tensor as one pass of small transposes
 (`block_transpose_kernel`), 2-4x faster than torch's strided copy of it, and an NCHW image of 2-4 channels
@@ -43,8 +54,7 @@ Measured on this project's 2-core AMD EPYC (AVX-512), one thread, each kernel al
 prepacked call with its post-op (2026-12-04), as a fraction of oneDNN's time: ShuffleNet's grouped 1x1
 convolutions 0.78-1.03x, MobileNet-v3's 5x5 depthwise ones 0.95-1.3x, 3x3 depthwise ones (which sweep
 rows with their weights in registers, 2x the tiles' speed) 0.35-0.7x down to 4 channels
-(`DEPTHWISE_MIN_CHANNELS`); ungrouped 3x3 ones 0.9-2.2x (hence oneDNN for them but a ViT's patch embedding,
-small 1x1 ones and those of few input channels, above).
+(`DEPTHWISE_MIN_CHANNELS`).
 """
 
 from __future__ import annotations
@@ -68,14 +78,6 @@ LANES = 16  # the widest vector the kernels use (AVX-512 floats): a weight's col
 # 19 against 40 (27 against 40), 16 channels 5x5 (tiles) 36 against 44 (59 against 54).
 DEPTHWISE_MIN_CHANNELS = 4
 TO_CHANNELS_LAST_MIN = 8192  # elements of an image `channels_last_kernel` takes
-# An ungrouped convolution of fewer input channels (an image's first: 3) runs as the grouped kernel
-# of one group, which gathers each tile's windows into rows of KH * KW * C values (c_conv.c's
-# GATHER_MAX_CHANNELS). Measured alone (2 threads), against oneDNN's prepacked call: 3 -> 16 channels
-# 3x3 stride 2 over 2x96x64 41 us against 59, 3 -> 64 over 224x224 322 against 286, 7x7 1317 against
-# 1172; in a model oneDNN's call costs more (its first convolution: 166 us in the segmentation model
-# against 57 alone). Whole models, alternating calls (2026-12-05): the segmentation model -6.5%,
-# ShuffleNet -2%, SqueezeNet, Inception-v2 (7x7) and ResNet-50 (7x7) within 1%.
-GATHER_MAX_CHANNELS = 8
 PATCH_MAX_MACS = 1 << 22  # a call of a patch convolution (CPatchConv.fits): larger ones go to oneDNN
 
 # the unary op applied as the result is stored: c_conv.c's `act` kinds
@@ -115,6 +117,8 @@ def stop_recording() -> None:
 
 
 def _note(fn: Any, x: torch.Tensor, w: Any, bias: Any, res: Any, y: torch.Tensor, q: Any, act: Any) -> None:
+    """Record a call whose result `y` is the op's result as the kernel left it (a caller that changes
+    it after, as a unary op the kernel has no form of, must not note the call)."""
     calls = getattr(_recording, "calls", None)
     if calls is not None:
         calls.append(KernelCall(fn, x, w, bias, res, y, q, act))
@@ -269,7 +273,8 @@ class CConv:
                          None if other is None else other.data_ptr(), y.data_ptr(), sizes, self.act)
         if failed:
             return None
-        _note(self.fn, x, self.weight, bias, other, y, sizes, self.act)
+        if self.applies_unary:  # (else the caller's op changes y after it: no run replays this call alone)
+            _note(self.fn, x, self.weight, bias, other, y, sizes, self.act)
         return y
 
     def _call(self, x: torch.Tensor, threads: int) -> tuple[Any, tuple[int, ...], tuple[int, ...]] | None:
@@ -332,7 +337,8 @@ class CPatchConv:
                          y.data_ptr(), sizes, self.act)
         if failed:
             return None
-        _note(self.fn, x, self.weight, bias, None, y, sizes, self.act)
+        if self.applies_unary:  # (as CConv's)
+            _note(self.fn, x, self.weight, bias, None, y, sizes, self.act)
         return y
 
 
@@ -349,7 +355,7 @@ def prepare(weight: torch.Tensor, attrs: dict, unary: str | None,
     pointwise = groups == 1 and kh == kw == 1 and window == ((1, 1), (1, 1), (0, 0, 0, 0))
     if groups == 1 and not pointwise:
         patches = _prepare_patches(weight, window, unary, unary_attrs)
-        if patches is not None or in_per_group >= GATHER_MAX_CHANNELS:
+        if patches is not None:
             return patches
     if window is None or groups < 1 or out_total % groups or min(out_total, in_per_group, kh, kw) < 1:
         return None

@@ -92,6 +92,8 @@ CASES = [  # (input shape, out channels, kernel, strides, pads, dilations, group
     ((1, 4, 8, 11), 4, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 4),  # a quarter vector
     ((1, 8, 10, 6), 8, (5, 5), [1, 1], [2, 2, 2, 2], [1, 1], 8),  # half a vector, on the tiles
     ((1, 16, 7, 9), 20, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),  # 8 channels a group: taps, not gathered windows
+    ((2, 9, 8, 7), 24, (3, 3), [2, 1], [1, 0, 1, 2], [1, 1], 1),  # ungrouped, 9 channels: taps
+    ((1, 16, 9, 11), 40, (1, 1), [2, 2], [0, 0, 0, 0], [1, 1], 1),  # ungrouped 1x1 of stride 2 (ResNet's)
     ((1, 16, 6, 7), 160, (3, 3), [1, 1], [1, 1, 1, 1], [1, 1], 2),  # 80 columns a group: two chunks of the weight
     # fewer than 8 input channels (a group): the tiles gather their windows into rows (gather_windows)
     ((2, 3, 96, 64), 16, (3, 3), [2, 2], [1, 1, 1, 1], [1, 1], 1),  # an image's first convolution
@@ -152,9 +154,9 @@ def test_nan_stays_nan_through_relu_and_clip():
 
 def test_which_convolutions_and_calls_it_takes(monkeypatch):
     a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
-    assert c_conv.prepare(torch.randn(8, 8, 1, 1), {**a, "strides": [2, 2]}, None, {}) is None  # strided 1x1
-    assert c_conv.prepare(torch.randn(8, 8, 3, 3), a, None, {}) is None  # ungrouped, not patches: oneDNN's
-    assert isinstance(c_conv.prepare(torch.randn(8, 7, 3, 3), a, None, {}), c_conv.CConv)  # few channels: here
+    assert isinstance(c_conv.prepare(torch.randn(8, 8, 1, 1), {**a, "strides": [2, 2]}, None, {}), c_conv.CConv)
+    assert isinstance(c_conv.prepare(torch.randn(8, 8, 3, 3), a, None, {}), c_conv.CConv)  # ungrouped: one group
+    assert isinstance(c_conv.prepare(torch.randn(8, 7, 3, 3), a, None, {}), c_conv.CConv)  # gathered windows
     assert c_conv.prepare(torch.randn(3, 1, 3, 3), {**a, "groups": 3}, None, {}) is None  # narrow depthwise
     assert c_conv.prepare(torch.randn(4, 1, 3, 3), {**a, "groups": 4}, None, {}) is not None
     assert c_conv.prepare(torch.randn(8, 4, 1, 1, dtype=torch.float64), {**a, "groups": 2}, None, {}) is None
@@ -239,12 +241,9 @@ def test_windows_that_tile_the_image_match_float64(xs, out_channels, kernel, wit
 
 def test_which_patch_convolutions_and_calls_it_takes():
     a = dict(strides=[4, 4], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
-    w, wide = torch.randn(16, 3, 4, 4), torch.randn(16, 8, 4, 4)
-    assert c_conv.prepare(wide, {**a, "strides": [4, 2]}, None, {}) is None  # overlapping windows
-    assert c_conv.prepare(wide, {**a, "pads": [1, 1, 1, 1]}, None, {}) is None
-    assert c_conv.prepare(wide, {**a, "dilations": [2, 2]}, None, {}) is None
-    # (of 3 input channels, those are the gathering convolution's: test_grouped_and_depthwise_match_float64)
-    assert isinstance(c_conv.prepare(w, {**a, "strides": [4, 2]}, None, {}), c_conv.CConv)
+    w = torch.randn(16, 3, 4, 4)
+    for other in ({"strides": [4, 2]}, {"pads": [1, 1, 1, 1]}, {"dilations": [2, 2]}):  # windows that do not tile
+        assert isinstance(c_conv.prepare(w, {**a, **other}, None, {}), c_conv.CConv)  # the one-group kernel's
     conv = c_conv.prepare(w, a, "sigmoid", {})
     assert conv is not None and not conv.applies_unary
     assert conv.fits(torch.randn(1, 3, 9, 4))

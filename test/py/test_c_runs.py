@@ -1,7 +1,7 @@
 """Runs of C-kernel ops replayed as one call (sdc/runtime/c_runs.py): a small convolution net with
 every kind of op a run takes (a first convolution of 3 channels, grouped, depthwise and 1x1 ones, a
 squeeze-excite block's global pooling, max pooling, a residual add merged into a convolution) and one
-convolution oneDNN runs (which cuts its run), compiled once, loaded with runs on and off, and run on
+convolution whose merged sigmoid torch applies after its kernel (which cuts its run), compiled once, loaded with runs on and off, and run on
 fresh random inputs at two batch sizes against onnxruntime; the replayed results equal the
 instruction-by-instruction ones bit for bit."""
 
@@ -52,8 +52,9 @@ def _net() -> onnx.ModelProto:
         conv("Conv", ["f1r", "w5", "b5"], ["f2"]),
         conv("HardSigmoid", ["f2"], ["s"], alpha=1 / 6, beta=0.5),
         conv("Mul", ["c3", "s"], ["m"]),
-        conv("Conv", ["m", "w6", "b6"], ["c4"], pads=[1, 1, 1, 1]),  # ungrouped 3x3 of 32 channels: oneDNN
-        conv("Relu", ["c4"], ["r4"]),
+        # a sigmoid the C kernel has no form of: torch applies it to the kernel's result, which cuts the run
+        conv("Conv", ["m", "w6", "b6"], ["c4"], pads=[1, 1, 1, 1]),
+        conv("Sigmoid", ["c4"], ["r4"]),
         conv("MaxPool", ["r4"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
         # a depthwise convolution whose input the run frees after it: its result must not take that buffer
         conv("Conv", ["p", "w8"], ["d"], group=16, pads=[1, 1, 1, 1]),
@@ -104,7 +105,7 @@ def test_replayed_runs_match_onnxruntime_and_the_stepwise_call(compiled, monkeyp
             assert np.array_equal(got, stepwise)
         plans = [p for r in _runs(on) for p in r.plans.values()]
         assert len(plans) >= 2 and not any(p.stepwise for p in plans)  # one per batch size
-        # the oneDNN convolution cut its run: the parts around it replay as runs of their own
+        # the convolution with the sigmoid cut its run: the parts around it replay as runs of their own
         split = [p for p in plans if p.parts]
         assert split and any(isinstance(part, CRun) and any(q.count for q in part.plans.values())
                              for p in split for part in p.parts)
