@@ -999,6 +999,29 @@ int sdc_block_transpose_call(const float *x, const float *w, const float *bias, 
   return sdc_block_transpose_f32(x, y, q[0], q[1], q[2], q[3]);
 }
 
+/* ---------------------------------------------------------------- a squeeze-excite block's scaling */
+
+/* y[n][p][c] = x[n][p][c] * s[n * SN + c] for channels-last x [N][P][C] (SN = C, or 0 where one s serves
+ * every image); q = {N, P, C, SN, threads}, the rows (n, p) split over the threads. */
+int sdc_scale_channels_f32(const float *x, const float *s, float *y, const int64_t *q) {
+  const int64_t N = q[0], P = q[1], C = q[2], SN = q[3], threads = q[4];
+#pragma omp parallel for num_threads(threads > 1 ? (int)threads : 1) if (threads > 1) schedule(static)
+  for (int64_t r = 0; r < N * P; ++r) {
+    const float *sc = s + r / P * SN, *xr = x + r * C;
+    float *yr = y + r * C;
+    int64_t c = 0;
+    for (; c + LANES <= C; c += LANES) st(yr + c, ld(xr + c) * ld(sc + c));
+    if (c < C) st_n(yr + c, ld_n(xr + c, C - c) * ld_n(sc + c, C - c), C - c);
+  }
+  return 0;
+}
+
+int sdc_scale_channels_call(const float *x, const float *w, const float *bias, const float *res, float *y,
+                            const int64_t *q, const float *act) {
+  (void)w, (void)bias, (void)act;
+  return sdc_scale_channels_f32(x, res, y, q);
+}
+
 typedef int (*kernel_call)(const float *, const float *, const float *, const float *, float *, const int64_t *,
                            const float *);
 

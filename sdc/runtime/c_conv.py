@@ -148,9 +148,11 @@ def library() -> ctypes.PyDLL | None:
             fn.argtypes, fn.restype = [ctypes.c_void_p] * 3, ctypes.c_int
         lib.sdc_global_avg_pool_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 4
         lib.sdc_global_avg_pool_f32.restype = ctypes.c_int
-        for name in ("sdc_max_pool_call", "sdc_avg_pool_call", "sdc_global_avg_pool_call", "sdc_block_transpose_call"):
+        for name in ("sdc_max_pool_call", "sdc_avg_pool_call", "sdc_global_avg_pool_call", "sdc_block_transpose_call",
+                     "sdc_scale_channels_call"):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = pointers, ctypes.c_int
+        lib.sdc_scale_channels_f32.argtypes, lib.sdc_scale_channels_f32.restype = [ctypes.c_void_p] * 4, ctypes.c_int
         lib.sdc_run_calls.argtypes, lib.sdc_run_calls.restype = [ctypes.c_int64, ctypes.c_void_p], ctypes.c_int
         _library = lib
     return _library or None
@@ -451,6 +453,36 @@ def _block_transpose(fn: Callable[..., int], x: torch.Tensor, p: int, a: int, b:
     if getattr(_recording, "calls", None) is not None:
         _note(library().sdc_block_transpose_call, x, None, None, None, out, (ctypes.c_int64 * 4)(p, a, b, threads), None)
     return out
+
+
+def scale_channels_kernel(scale: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """`mul` of a float32 channels-last CPU [N, C, H, W] by a [N or 1, C, 1, 1] (operand `scale`: a
+    squeeze-excite block's scaling) in C, one pass over the rows, the result channels-last as torch's;
+    any other operands through torch.mul. The same products as torch's, bit for bit. (As a C kernel it
+    joins the executor's runs of them, sdc/runtime/c_runs.py: in the segmentation model its 9 blocks
+    had cut the backbone into 10 runs.)"""
+    fn = _lazy("sdc_scale_channels_f32")
+    mul = torch.mul
+
+    def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        x, s = (b, a) if scale == 0 else (a, b)
+        kernel = fn()
+        if (kernel is None or x.dtype is not torch.float32 or s.dtype is not torch.float32 or not x.is_cpu
+                or not s.is_cpu or x.dim() != 4 or s.dim() != 4 or x.numel() == 0
+                or not x.is_contiguous(memory_format=torch.channels_last)):
+            return mul(a, b)
+        n, c, h, w = x.shape
+        if (s.shape[1] != c or s.shape[2] != 1 or s.shape[3] != 1 or s.shape[0] not in (1, n)
+                or s.stride(1) != 1 or (s.shape[0] > 1 and s.stride(0) != c)):
+            return mul(a, b)
+        y = torch.empty_strided(x.shape, x.stride(), dtype=torch.float32)
+        q = (ctypes.c_int64 * 5)(n, h * w, c, c if s.shape[0] > 1 else 0, torch.get_num_threads())
+        kernel(x.data_ptr(), s.data_ptr(), y.data_ptr(), q)
+        _note(library().sdc_scale_channels_call, x, None, None, s, y, q, None)
+        return y
+
+    run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run)
+    return run
 
 
 def global_avg_pool_kernel(ref: Callable[..., Any]) -> Callable[..., Any]:

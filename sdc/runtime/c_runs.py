@@ -1,6 +1,7 @@
 """Runs of the CPU executor's C-kernel ops replayed as one call: the `CRun` instruction.
 
-A convolution, pooling or global average pooling that runs in c_conv.c costs some 5 us of Python per
+A convolution, pooling, global average pooling, channel shuffle or channel scaling that runs in
+c_conv.c costs some 5 us of Python per
 call besides its kernel (the thread gate, the kernel's checks of its operands, its result's allocation,
 the ctypes call), and more with the caches cold: in the bench, where other engines run between two
 calls, the Python of a MobileNet-v3 segmentation model's 75 such instructions took 0.4-0.6 ms more
@@ -39,7 +40,8 @@ from sdc.runtime.executor import FreeSlots, PreparedOp, _straight_line
 from sdc.runtime.switches import env_switch
 
 RUNS_ENV = "SDC_C_RUNS"
-RUN_OPS = ("conv", "global_avg_pool", "max_pool", "avg_pool")  # and a gather that is a channel shuffle
+# and an op whose direct kernel says it is one (`c_run_member`: a channel shuffle, a squeeze-excite scaling)
+RUN_OPS = ("conv", "global_avg_pool", "max_pool", "avg_pool")
 PLANS = 8  # input layouts a run keeps a plan for
 
 
@@ -58,7 +60,7 @@ def build_runs(program: list[Callable], comm: Any, initial: list) -> list[Callab
         if isinstance(i, FreeSlots):
             return not i.keep
         return (isinstance(i, PreparedOp) and i.plain(comm) and len(i.outs) == 1 and bool(i.ins)
-                and (i.name in RUN_OPS or getattr(i.direct, "channel_shuffle", False)))
+                and (i.name in RUN_OPS or getattr(i.direct, "c_run_member", False)))
 
     out: list[Callable] = []
     run: list[Any] = []

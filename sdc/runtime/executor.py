@@ -38,6 +38,7 @@ from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect import symexpr
 from sdc.dialect.shapes import DYN, TensorSpec, block_transpose_indices, broadcast_shapes
 from sdc.runtime import c_conv, gate, plan_schema as S
+from sdc.runtime.c_launcher import c_kernels_enabled
 from sdc.runtime.format import decode_value
 from sdc.runtime.kept import kept
 from sdc.runtime.profile import Profiler, StepInfo
@@ -749,6 +750,10 @@ def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
     each one against the op's reference function."""
     if any(spec.dtype in _WIDE_UNSIGNED for spec in operands):
         return None
+    if name == "mul" and on_cpu and not attrs and c_kernels_enabled():
+        scale = _channel_scale(operands)
+        if scale is not None:
+            return c_conv.scale_channels_kernel(scale)
     if name in _DIRECT and not attrs:
         return getattr(torch, _DIRECT[name])
     if name == "div" and not attrs and operands and all(dtypes.is_float(spec.dtype) for spec in operands):
@@ -773,6 +778,18 @@ def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
 
 _IN_PLACE_METHODS = {"add": torch.Tensor.add_, "sub": torch.Tensor.sub_, "mul": torch.Tensor.mul_,
                      "div": torch.Tensor.div_}
+
+
+def _channel_scale(operands: tuple[TensorSpec, ...]) -> int | None:
+    """Which operand of a float32 `mul` of two 4-d operands scales the other's channels (a [N, C, 1, 1]
+    against a [N, C, H, W] whose image is not statically one pixel: a squeeze-excite block's), or None."""
+    if len(operands) != 2 or any(o.dtype != "f32" or o.rank != 4 for o in operands):
+        return None
+    for scale in (1, 0):
+        s, x = operands[scale], operands[1 - scale]
+        if s.shape[2] == s.shape[3] == 1 and (x.shape[2], x.shape[3]) != (1, 1) and s.shape[1] in (x.shape[1], DYN):
+            return scale
+    return None
 
 
 def _direct_in_place(name: str, in_place: int, operands: tuple[TensorSpec, ...]) -> Callable[..., Any] | None:
@@ -964,7 +981,7 @@ def _block_transpose_at(axis: int, a: int, b: int) -> Callable[[torch.Tensor, to
             return lying.unflatten(3, (a, b)).transpose(3, 4).reshape(lying.shape).permute(0, 3, 1, 2)
         return data.unflatten(axis, (a, b)).transpose(axis, axis + 1).reshape(data.shape)
 
-    run.channel_shuffle = True  # (sdc.runtime.c_runs takes it into a run of C kernels)
+    run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run of C kernels)
     return run
 
 

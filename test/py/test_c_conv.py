@@ -481,3 +481,37 @@ def test_one_kernel_called_at_several_shapes_and_thread_counts():
             pooled = pool(None, pool_attrs, x)
         np.testing.assert_allclose(got.numpy(), _reference(x, w, bias, a, unary="relu"), **TOLERANCE)
         np.testing.assert_array_equal(pooled.numpy(), F.max_pool2d(x, 3, 2, 1).numpy())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("scale_first", [False, True])
+@pytest.mark.parametrize("xs,ss", [((2, 40, 6, 5), (2, 40, 1, 1)), ((3, 17, 4, 9), (1, 17, 1, 1)), ((1, 960, 2, 3), (1, 960, 1, 1))])
+def test_channel_scaling_matches_torch_bit_for_bit(xs, ss, scale_first, threads):
+    """A squeeze-excite block's `mul` ([N, C, H, W] by [N or 1, C, 1, 1]) in C: torch's products, in its layout."""
+    kernel = c_conv.scale_channels_kernel(0 if scale_first else 1)
+    x, s = _channels_last(*xs), torch.randn(*ss)
+    operands = (s, x) if scale_first else (x, s)
+    with _threads(threads):
+        got = kernel(*operands)
+    want = torch.mul(*operands)
+    assert got.is_contiguous(memory_format=torch.channels_last) and torch.equal(got, want)
+
+
+def test_channel_scaling_leaves_other_operands_to_torch(monkeypatch):
+    kernel = c_conv.scale_channels_kernel(1)
+    calls = []
+    monkeypatch.setattr(c_conv, "_note", lambda *args: calls.append(1))
+    for x, s in [(torch.randn(2, 8, 3, 3), torch.randn(2, 8, 1, 1)),  # row-major
+                 (_channels_last(2, 8, 3, 3), torch.randn(2, 4, 1, 1)),  # other channels: torch says why
+                 (_channels_last(2, 8, 3, 3).double(), torch.randn(2, 8, 1, 1).double()),
+                 (_channels_last(2, 8, 3, 3), torch.randn(8, 2, 1, 1).permute(1, 0, 2, 3))]:  # strided scale
+        try:
+            want = torch.mul(x, s)
+        except RuntimeError:
+            with pytest.raises(RuntimeError):
+                kernel(x, s)
+            continue
+        assert torch.equal(kernel(x, s), want)
+    assert calls == []
+    kernel(_channels_last(2, 8, 3, 3), torch.randn(2, 8, 1, 1))
+    assert calls == [1]
