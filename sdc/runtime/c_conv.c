@@ -1022,6 +1022,25 @@ int sdc_scale_channels_call(const float *x, const float *w, const float *bias, c
   return sdc_scale_channels_f32(x, res, y, q);
 }
 
+/* ---------------------------------------------------------------- a concat along the channels */
+
+/* y[p] = (a[p], b[p]) for channels-last a [P][CA], b [P][CB], y [P][CA + CB]; q = {P, CA, CB, threads}. */
+int sdc_concat_channels_f32(const float *a, const float *b, float *y, const int64_t *q) {
+  const int64_t P = q[0], CA = q[1], CB = q[2], threads = q[3];
+#pragma omp parallel for num_threads(threads > 1 ? (int)threads : 1) if (threads > 1) schedule(static)
+  for (int64_t p = 0; p < P; ++p) {
+    memcpy(y + p * (CA + CB), a + p * CA, sizeof(float) * (size_t)CA);
+    memcpy(y + p * (CA + CB) + CA, b + p * CB, sizeof(float) * (size_t)CB);
+  }
+  return 0;
+}
+
+int sdc_concat_channels_call(const float *x, const float *w, const float *bias, const float *res, float *y,
+                             const int64_t *q, const float *act) {
+  (void)w, (void)bias, (void)act;
+  return sdc_concat_channels_f32(x, res, y, q);
+}
+
 typedef int (*kernel_call)(const float *, const float *, const float *, const float *, float *, const int64_t *,
                            const float *);
 

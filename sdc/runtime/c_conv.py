@@ -149,10 +149,11 @@ def library() -> ctypes.PyDLL | None:
         lib.sdc_global_avg_pool_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 4
         lib.sdc_global_avg_pool_f32.restype = ctypes.c_int
         for name in ("sdc_max_pool_call", "sdc_avg_pool_call", "sdc_global_avg_pool_call", "sdc_block_transpose_call",
-                     "sdc_scale_channels_call"):
+                     "sdc_scale_channels_call", "sdc_concat_channels_call"):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = pointers, ctypes.c_int
         lib.sdc_scale_channels_f32.argtypes, lib.sdc_scale_channels_f32.restype = [ctypes.c_void_p] * 4, ctypes.c_int
+        lib.sdc_concat_channels_f32.argtypes, lib.sdc_concat_channels_f32.restype = [ctypes.c_void_p] * 4, ctypes.c_int
         lib.sdc_run_calls.argtypes, lib.sdc_run_calls.restype = [ctypes.c_int64, ctypes.c_void_p], ctypes.c_int
         _library = lib
     return _library or None
@@ -479,6 +480,34 @@ def scale_channels_kernel(scale: int) -> Callable[[torch.Tensor, torch.Tensor], 
         q = (ctypes.c_int64 * 5)(n, h * w, c, c if s.shape[0] > 1 else 0, torch.get_num_threads())
         kernel(x.data_ptr(), s.data_ptr(), y.data_ptr(), q)
         _note(library().sdc_scale_channels_call, x, None, None, s, y, q, None)
+        return y
+
+    run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run)
+    return run
+
+
+def concat_channels_kernel() -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The concat of two float32 channels-last CPU [N, C, H, W] along the channels in C (each pixel's
+    channels of one, then of the other), the result channels-last as torch's; any other operands through
+    torch.cat. As a C kernel it joins the executor's runs (sdc/runtime/c_runs.py): SqueezeNet's fire
+    modules end in one."""
+    fn = _lazy("sdc_concat_channels_f32")
+    cat = torch.cat
+
+    def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        kernel = fn()
+        if (kernel is None or a.dtype is not torch.float32 or b.dtype is not torch.float32 or not a.is_cpu
+                or not b.is_cpu or a.dim() != 4 or b.dim() != 4 or a.shape[0] != b.shape[0]
+                or a.shape[2:] != b.shape[2:] or a.numel() == 0 or b.numel() == 0
+                or not a.is_contiguous(memory_format=torch.channels_last)
+                or not b.is_contiguous(memory_format=torch.channels_last)):
+            return cat((a, b), 1)
+        n, ca, h, w = a.shape
+        cb = b.shape[1]
+        y = torch.empty_strided((n, ca + cb, h, w), _channels_last_strides(n, ca + cb, h, w), dtype=torch.float32)
+        q = (ctypes.c_int64 * 4)(n * h * w, ca, cb, torch.get_num_threads())
+        kernel(a.data_ptr(), b.data_ptr(), y.data_ptr(), q)
+        _note(library().sdc_concat_channels_call, a, None, None, b, y, q, None)
         return y
 
     run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run)

@@ -876,6 +876,9 @@ def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
     if name in ("softmax", "log_softmax") and x.dtype in ("f32", "f64"):
         return functools.partial(getattr(torch, name), dim=axis)
     if name == "concat" and len(operands) == 2:
+        if (on_cpu and c_kernels_enabled() and x.rank == 4 and axis % 4 == 1
+                and all(o.dtype == "f32" and o.rank == 4 for o in operands)):
+            return c_conv.concat_channels_kernel()
         return _concat(axis)
     if name in ("reduce_mean", "reduce_sum") and x.rank and isinstance(attrs.get("axes"), list):
         return _reduction(name, x, attrs["axes"], bool(attrs.get("keepdims")))

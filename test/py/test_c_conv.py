@@ -515,3 +515,31 @@ def test_channel_scaling_leaves_other_operands_to_torch(monkeypatch):
     assert calls == []
     kernel(_channels_last(2, 8, 3, 3), torch.randn(2, 8, 1, 1))
     assert calls == [1]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("a_shape,b_channels", [((1, 64, 55, 55), 64), ((2, 5, 3, 7), 19), ((3, 1, 1, 1), 2)])
+def test_channel_concat_matches_torch_bit_for_bit(a_shape, b_channels, threads):
+    """A concat of two channels-last tensors along the channels (SqueezeNet's fire modules) in C."""
+    a, b = _channels_last(*a_shape), _channels_last(a_shape[0], b_channels, *a_shape[2:])
+    with _threads(threads):
+        got = c_conv.concat_channels_kernel()(a, b)
+    assert got.is_contiguous(memory_format=torch.channels_last) and torch.equal(got, torch.cat((a, b), 1))
+
+
+def test_channel_concat_leaves_other_operands_to_torch(monkeypatch):
+    kernel = c_conv.concat_channels_kernel()
+    calls = []
+    monkeypatch.setattr(c_conv, "_note", lambda *args: calls.append(1))
+    for a, b in [(torch.randn(1, 4, 3, 3), torch.randn(1, 2, 3, 3)),  # row-major
+                 (_channels_last(1, 4, 3, 3), torch.randn(1, 2, 3, 3)),  # one of them row-major
+                 (_channels_last(1, 4, 3, 3).double(), _channels_last(1, 2, 3, 3).double()),
+                 (_channels_last(1, 4, 3, 3), _channels_last(2, 2, 3, 3))]:  # other batch: torch says why
+        try:
+            want = torch.cat((a, b), 1)
+        except RuntimeError:
+            with pytest.raises(RuntimeError):
+                kernel(a, b)
+            continue
+        assert torch.equal(kernel(a, b), want)
+    assert calls == []

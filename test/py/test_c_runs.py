@@ -1,6 +1,7 @@
 """Runs of C-kernel ops replayed as one call (sdc/runtime/c_runs.py): a small convolution net with
 every kind of op a run takes (a first convolution of 3 channels, grouped, depthwise and 1x1 ones, a
-squeeze-excite block's global pooling, max pooling, a residual add merged into a convolution) and one
+squeeze-excite block's global pooling and scaling, max pooling, a residual add merged into a convolution, a
+concat along the channels) and one
 convolution whose merged sigmoid torch applies after its kernel (which cuts its run), compiled once, loaded with runs on and off, and run on
 fresh random inputs at two batch sizes against onnxruntime; the replayed results equal the
 instruction-by-instruction ones bit for bit."""
@@ -61,7 +62,8 @@ def _net() -> onnx.ModelProto:
         conv("Conv", ["d", "w7", "b7"], ["c5"]),  # a small 1x1: C
         conv("Add", ["c5", "d"], ["a"]),  # merged into it
         conv("Relu", ["a"], ["ar"]),
-        conv("MaxPool", ["ar"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+        conv("Concat", ["ar", "d"], ["cc"], axis=1),  # along the channels: C
+        conv("MaxPool", ["cc"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
     ]
     graph = helper.make_graph(nodes, "runs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 24, 20])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
@@ -103,6 +105,8 @@ def test_replayed_runs_match_onnxruntime_and_the_stepwise_call(compiled, monkeyp
             got, stepwise = np.asarray(on(x)[0]), np.asarray(off(x)[0])
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
             assert np.array_equal(got, stepwise)
+        members = {m.name for r in _runs(on) for m in r.members if hasattr(m, "name")}
+        assert {"conv", "global_avg_pool", "mul", "max_pool", "concat"} <= members
         plans = [p for r in _runs(on) for p in r.plans.values()]
         assert len(plans) >= 2 and not any(p.stepwise for p in plans)  # one per batch size
         # the convolution with the sigmoid cut its run: the parts around it replay as runs of their own
