@@ -174,7 +174,8 @@ PACK_MAX_DIM = 2**31 - 1
 
 def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
                 input_shape: tuple[int | None, ...] | None) -> Kernel | None:
-    """A 2-d float32 CPU convolution on `weight` reordered once by oneDNN, or None where it does not apply.
+    """A 2-d float32 CPU convolution: sdc's C kernel (`c_conv`) where it takes a call, else oneDNN's on
+    `weight` reordered once (below), or a small product; None where it does not apply.
 
     oneDNN picks the weight's blocked format for one input shape, mostly by its channels and the
     kernel: a symbolic batch is taken as 1 here, a symbolic image size as `GUESSED_IMAGE_SIZE`, and
@@ -197,28 +198,47 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
         return None
     shape = [1 if input_shape[0] is None else int(input_shape[0]), int(input_shape[1]),
              *(GUESSED_IMAGE_SIZE if d is None else int(d) for d in input_shape[2:])]
-    # packed for the thread count the executor's gate will run it with (sdc.runtime.gate says why)
-    threads = torch.get_num_threads()
-    pack_threads = 1 if small_conv(shape, weight.shape, strides) else threads
     if not symmetric:  # the kernel pads explicitly first, so oneDNN sees the padded input
         shape = [shape[0], shape[1], *(shape[2 + i] + pads[i] + pads[n + i] for i in range(n))]
     if any(d > PACK_MAX_DIM for d in shape):  # oneDNN's descriptors hold int32 dims: a declared 2^32 fails
         return None
-    try:
-        if pack_threads != threads:
-            torch.set_num_threads(pack_threads)
-        with torch.inference_mode():
-            packed = torch._C._nn.mkldnn_reorder_conv2d_weight(weight.contiguous().to_mkldnn(), padding, strides,
-                                                               dilations, groups, shape)
-    except RuntimeError:  # a shape oneDNN cannot describe: the reference convolution says what is wrong
-        return None
-    finally:
-        if pack_threads != threads:
-            torch.set_num_threads(threads)
+
+    def pack(shape: list[int], pack_threads: int) -> torch.Tensor | None:
+        """The weight reordered for oneDNN calls on inputs of `shape` on `pack_threads` threads, or None
+        where oneDNN cannot describe the shape (the reference convolution then says what is wrong)."""
+        threads = torch.get_num_threads()
+        try:
+            if pack_threads != threads:
+                torch.set_num_threads(pack_threads)
+            with torch.inference_mode():
+                return torch._C._nn.mkldnn_reorder_conv2d_weight(weight.contiguous().to_mkldnn(), padding, strides,
+                                                                 dilations, groups, shape)
+        except RuntimeError:
+            return None
+        finally:
+            if pack_threads != threads:
+                torch.set_num_threads(threads)
+
+    own = c_conv.prepare(weight, attrs, *_epilogue_unary(attrs))  # grouped, depthwise, 1x1...: sdc's C kernels
+    # Where sdc's C kernel takes the convolution, oneDNN runs only calls on other inputs (not channels-last
+    # float32: few or none), so its weight is packed at the first such call, for that call's shape and
+    # the thread count the gate gave it (not a second copy of every weight held for nothing: VGG-19's
+    # 548 MB). Otherwise now, for the thread count the executor's gate will run it with (sdc.runtime.gate
+    # says why).
+    packed_once: list = []
+    if own is None:
+        packed_once.append(pack(shape, 1 if small_conv(shape, weight.shape, strides) else torch.get_num_threads()))
+        if packed_once[0] is None:
+            return None
+
+    def packed_for(x: torch.Tensor) -> torch.Tensor | None:
+        if not packed_once:
+            packed_once.append(pack(list(x.shape), torch.get_num_threads()))
+        return packed_once[0]
+
     adds, finish = _epilogue(attrs)
     post_op, post_scalars = _onednn_post_op(attrs)
     convolution = torch.ops.mkldnn._convolution_pointwise
-    own = c_conv.prepare(weight, attrs, *_epilogue_unary(attrs))  # grouped, depthwise, 1x1...: sdc's C kernels
     fallback = _with_epilogue(ref, attrs) if attrs.get(EPILOGUE) else ref
 
     kernel = [int(k) for k in weight.shape[2:]]
@@ -252,8 +272,12 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
             if adds:
                 out = out.add_(other) if other.shape == out.shape else out + other
             return finish(out)
+        given = x
         if not symmetric:
             x = F.pad(x, [pads[1], pads[3], pads[0], pads[2]])
+        packed = packed_for(x)
+        if packed is None:
+            return fallback(env, a, given, w, *rest)
         if adds and tuple(other.shape) == (x.shape[0], weight.shape[0], *(
                 (x.shape[2 + i] + 2 * padding[i] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
                 for i in range(n))):  # oneDNN's binary post-op wants the result's shape: no broadcast

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 import sdc
 from sdc.dialect.opdef import get_op
+from sdc.runtime import c_conv
 from sdc.runtime.executor import PreparedOp
 from sdc.runtime.plan_schema import OpEntry
 from sdc.runtime.reference_kernels import EPILOGUE, fuse_epilogues, packed_conv, reference_kernel
@@ -284,6 +285,7 @@ def test_packed_for_the_thread_count_the_gate_runs_it_with(monkeypatch):
     the weight again, 10-35x slower on a 1x1 convolution of 1024 channels.)"""
     from sdc.runtime import gate
 
+    monkeypatch.setenv("SDC_C_KERNELS", "0")  # (with them, the weight is packed at its first oneDNN call)
     a = dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], groups=1)
     small, large = (1, 8, 8, 8), (1, 64, 64, 64)
     w = torch.randn(32, 8, 1, 1), torch.randn(256, 64, 3, 3)
@@ -330,3 +332,33 @@ def test_gate_limits_follow_how_the_threads_wait(monkeypatch):
         importlib.reload(gate)
     assert limits["PASSIVE"] == (True, 1 << 24, 1 << 22) and limits[""] == (False, 1 << 20, 1 << 16)
     assert squeeze_excite == {"PASSIVE": True, "": False}  # the second core's bandwidth only where threads spin
+
+
+def test_with_c_kernels_the_weight_is_packed_at_the_first_onednn_call(monkeypatch):
+    """A convolution sdc's C kernel takes packs no oneDNN weight at load, nor on calls the kernel runs;
+    the first call on another input (row-major) packs it once, on the thread count of that call."""
+    from sdc.runtime.c_launcher import c_kernels_enabled
+
+    if not c_kernels_enabled() or c_conv.library() is None:
+        pytest.skip("no C kernels on this host")
+    a = dict(strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], groups=1)
+    w, b = torch.randn(16, 8, 3, 3), torch.randn(16)
+    packs: list[int] = []
+    real = torch._C._nn.mkldnn_reorder_conv2d_weight
+    monkeypatch.setattr(torch._C._nn, "mkldnn_reorder_conv2d_weight",
+                        lambda *args: packs.append(torch.get_num_threads()) or real(*args))
+    kernel = packed_conv(CONV, a, w, (1, 8, 10, 10))
+    assert kernel is not None and packs == []
+    x = torch.randn(1, 8, 10, 10)
+    with torch.inference_mode():
+        got = kernel(None, a, x.contiguous(memory_format=torch.channels_last), w, b)  # the C kernel's
+        assert packs == []
+        before = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for _ in range(2):
+                np.testing.assert_allclose(kernel(None, a, x, w, b).numpy(), _want(x, w, b, a), **TOLERANCE)
+        finally:
+            torch.set_num_threads(before)
+    assert packs == [1]
+    np.testing.assert_allclose(got.numpy(), _want(x, w, b, a), **TOLERANCE)
