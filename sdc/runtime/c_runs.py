@@ -36,7 +36,7 @@ from typing import Any, Callable
 import torch
 
 from sdc.runtime import c_conv
-from sdc.runtime.executor import FreeSlots, PreparedOp, _straight_line
+from sdc.runtime.executor import FreeSlots, PreparedOp, _straight_line, replace_runs
 from sdc.runtime.switches import env_switch
 
 RUNS_ENV = "SDC_C_RUNS"
@@ -63,24 +63,7 @@ def build_runs(program: list[Callable], comm: Any, initial: list) -> list[Callab
         return (isinstance(i, PreparedOp) and i.plain(comm) and len(i.outs) == 1 and bool(i.ins)
                 and (i.name in RUN_OPS or getattr(i.direct, "c_run_member", False)))
 
-    out: list[Callable] = []
-    run: list[Any] = []
-
-    def close() -> None:
-        if sum(isinstance(m, PreparedOp) for m in run) >= 2:
-            out.append(CRun(tuple(run), comm, initial))
-        else:
-            out.extend(run)
-        run.clear()
-
-    for instruction in program:
-        if member(instruction):
-            run.append(instruction)
-        else:
-            close()
-            out.append(instruction)
-    close()
-    return out
+    return replace_runs(program, member, lambda i: isinstance(i, PreparedOp), lambda run: CRun(run, comm, initial))
 
 
 @dataclass

@@ -49,7 +49,7 @@ import torch
 from sdc.limits import check_alloc
 from sdc.runtime.arena import ArenaAlloc
 from sdc.runtime.c_launcher import _MISFIT, CCompileError, CLaunch, _dense_strides, build_library, out_of_memory
-from sdc.runtime.executor import AllocBuffer, EventStep, FreeSlots, PreparedOp, ViewSlot
+from sdc.runtime.executor import AllocBuffer, EventStep, FreeSlots, PreparedOp, ViewSlot, replace_runs
 from sdc.runtime.switches import env_switch
 
 SEGMENTS_ENV = "SDC_C_SEGMENTS"
@@ -156,25 +156,9 @@ def build_segments(program: list[Callable], output_slots: list[int], initial: li
                 or (i.name in SYMBOL_OPS and not i.ins and len(i.outs) == 1)
                 or (i.name == "split" and len(i.ins) == 1) or (i.name == "concat" and len(i.outs) == 1))
 
-    out: list[Callable] = []
-    run: list[Callable] = []
     outlive = _may_outlive_the_call(program, output_slots)
-
-    def close() -> None:
-        if sum(isinstance(i, CLaunch) for i in run) >= 2:
-            out.append(CSegment(tuple(run), outlive, lib, initial))
-        else:
-            out.extend(run)
-        run.clear()
-
-    for instruction in program:
-        if member(instruction):
-            run.append(instruction)
-        else:
-            close()
-            out.append(instruction)
-    close()
-    return out
+    return replace_runs(program, member, lambda i: isinstance(i, CLaunch),
+                        lambda run: CSegment(run, outlive, lib, initial))
 
 
 def _may_outlive_the_call(program: list[Callable], output_slots: list[int]) -> frozenset[int] | None:

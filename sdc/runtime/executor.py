@@ -556,6 +556,31 @@ class ReferenceExecutor:
             profiler.record(info, start, clock())
 
 
+def replace_runs(program: list[Callable[[list, RunState], None]], member: Callable[[Any], bool],
+                 counted: Callable[[Any], bool], make: Callable[[tuple], Any], least: int = 2) -> list[Callable]:
+    """`program` with each maximal run of consecutive instructions that are `member`s, holding at least
+    `least` that are `counted`, replaced by `make(run)` (the runs of C launches and of C-kernel ops that
+    sdc.runtime.c_segment and c_runs call as one)."""
+    out: list[Callable] = []
+    run: list[Any] = []
+
+    def close() -> None:
+        if sum(1 for i in run if counted(i)) >= least:
+            out.append(make(tuple(run)))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for instruction in program:
+        if member(instruction):
+            run.append(instruction)
+        else:
+            close()
+            out.append(instruction)
+    close()
+    return out
+
+
 def _straight_line(program: list[Callable[[list, RunState], None]],
                    comm: Any) -> tuple[Callable[[list, RunState], None], ...]:
     """`program` with each plain op (`PreparedOp.plain`) replaced by its specialized closure, which

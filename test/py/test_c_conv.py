@@ -16,16 +16,11 @@ import torch.nn.functional as F
 
 from sdc.dialect.opdef import get_op
 from sdc.runtime import c_conv
-from sdc.runtime.c_launcher import compiler
 from sdc.runtime.reference_kernels import EPILOGUE, EPILOGUE_ATTRS, packed_conv, reference_kernel
 
-try:
-    compiler()
-    HAVE_CC = True
-except Exception:  # noqa: BLE001 - no C compiler on PATH
-    HAVE_CC = False
+from c_support import needs_c_compiler
 
-pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+pytestmark = needs_c_compiler
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)  # float32 sums in another order than the float64 reference
 CONV = get_op("conv").ref

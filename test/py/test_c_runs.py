@@ -16,16 +16,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 import sdc
 import sdc.runtime
-from sdc.runtime.c_launcher import compiler
 from sdc.runtime.c_runs import CRun
 
-try:
-    compiler()
-    HAVE_CC = True
-except Exception:  # noqa: BLE001 - no C compiler on PATH
-    HAVE_CC = False
+from c_support import needs_c_compiler
 
-pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+pytestmark = needs_c_compiler
 ort = pytest.importorskip("onnxruntime")
 
 
