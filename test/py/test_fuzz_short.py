@@ -46,3 +46,20 @@ def test_the_fuzzer_judges_crashes_as_crashes():
             "    raise SystemExit('an internal error passed as clean')\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_artifact_family_survives_file_names_no_file_system_holds(tmp_path):
+    """The long campaign (seed 9, case 11648) set a manifest's file name to 300 bytes: rehashing the
+    tampered artifact must skip it (the load then judges it), not stop the generator."""
+    code = ("import json, sys\n"
+            "from pathlib import Path\n"
+            "from test.fuzz.families import _rehash\n"
+            "root = Path(sys.argv[1])\n"
+            "(root / 'w.bin').write_bytes(b'abc')\n"
+            "(root / 'manifest.json').write_text(json.dumps({'files': {'x' * 300: {}, 'w.bin': {}}}))\n"
+            "_rehash(root)\n"
+            "files = json.loads((root / 'manifest.json').read_text())['files']\n"
+            "assert files['x' * 300] == {} and files['w.bin']['bytes'] == 3, files\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
