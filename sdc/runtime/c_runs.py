@@ -21,10 +21,14 @@ call of those layouts writes the pointers of its inputs and fresh results into t
 ctypes call. The kernels take their thread counts from the recorded size arrays, so the counts are
 those the gate chose in the recorded call; torch's count is left as the last op left it.
 
-Where a record does not make a plan (an op ran through oneDNN or the reference: an input of another
-layout, a unary op the kernel has none of), calls of those layouts run the instructions one by one,
-as they do when a kernel's scratch was not allocated (no instruction of a run writes a value it reads,
-so running them again from the start is the call's result). `SDC_C_RUNS=0` at load turns runs off.
+Where an op did not run a kernel here (oneDNN or the reference ran it: an input of another layout, a
+unary op the kernel has none of), the run is cut around it for calls of those layouts: the parts of
+two or more C ops become runs of their own (recording on their next call), the rest run one by one.
+Where no plan can be made (one tensor in two of the run's input slots, where the record could not
+tell which slot a call read; a call read a tensor that is none of the above), the instructions run one
+by one, as they do when a kernel's scratch was not allocated (no instruction of a run writes a value
+it reads, so running them again from the start is the call's result). `SDC_C_RUNS=0` at load turns
+runs off.
 """
 
 from __future__ import annotations
@@ -104,7 +108,6 @@ class CRun:
         self.freed_inputs = tuple(s for s in inputs if s in freed)
         self.run_calls = c_conv.library().sdc_run_calls
         self.plans: dict = {}
-        self.where = next(m.loc for m in members if isinstance(m, PreparedOp))
 
     def stepwise(self, vals: list, state: Any) -> None:
         for step in self.steps:
@@ -145,6 +148,10 @@ class CRun:
     def _record(self, vals: list, state: Any) -> _Plan:
         """Run the call one instruction at a time, recording the kernels' calls; the plan they make, or
         a stepwise one (module docstring)."""
+        if len({id(vals[s]) for s in self.varying}) < len(self.varying):
+            # one tensor in two of the run's input slots: a record could not tell which slot a call read
+            self.stepwise(vals, state)
+            return _Plan(stepwise=True)
         source: dict[int, tuple] = {}  # id of a tensor a call may read -> where a later call finds it
         held: list = []  # those tensors, alive while `source` names them by id
         for n, slot in enumerate(self.varying):
