@@ -253,14 +253,10 @@ DEFINE_HALF_TILE(3)
  * pixel[r] the result pixel, -1 past the last. Taps that every pixel reads as padding are left out.
  * Returns the number of taps. */
 static int64_t tile_inputs(const float *x, const int64_t *q, int64_t cin, int64_t p0, const float **base,
-                           int64_t *taps, int64_t *pixel, int pixels_only) {
+                           int64_t *taps, int64_t *pixel) {
   const int64_t N = q[0], H = q[1], W = q[2], KH = q[7], KW = q[8];
   const int64_t SH = q[9], SW = q[10], PT = q[11], PL = q[12], DH = q[13], DW = q[14], OH = q[15], OW = q[16];
   const int64_t total = N * OH * OW;
-  if (pixels_only) { /* the caller gathers the windows (gather_windows) */
-    for (int r = 0; r < ROWS; ++r) pixel[r] = p0 + r < total ? p0 + r : -1;
-    return 0;
-  }
   if (KH == 1 && KW == 1 && SH == 1 && SW == 1 && PT == 0 && PL == 0 && OH == H && OW == W) {
     /* 1x1, stride 1, no pads: output pixel p reads input pixel p */
     for (int r = 0; r < ROWS; ++r) {
@@ -374,9 +370,10 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
   int64_t *taps = malloc(sizeof(int64_t) * (size_t)(KH * KW + 1));
   /* few input channels a tap (an image's first convolution: 3): a tile's windows are copied into
    * rows of KH * KW * CI values, one sum over them, not KH * KW short sums (GATHER_MAX_CHANNELS) */
-  const int64_t K = KH * KW * CI;
-  float *patch = CI < GATHER_MAX_CHANNELS && KH * KW > 1 ? malloc(sizeof(float) * (size_t)(ROWS * K)) : NULL;
-  if (!zeros || !base || !xs || !ws || !taps || (CI < GATHER_MAX_CHANNELS && KH * KW > 1 && !patch)) {
+  const int64_t K = KH * KW * CI, total = q[0] * q[15] * q[16];
+  const int gathers = CI < GATHER_MAX_CHANNELS && KH * KW > 1;
+  float *patch = gathers ? malloc(sizeof(float) * (size_t)(ROWS * K)) : NULL;
+  if (!zeros || !base || !xs || !ws || !taps || (gathers && !patch)) {
     free(zeros); free(base); free(xs); free(ws); free(taps); free(patch);
     return 1;
   }
@@ -386,8 +383,12 @@ static int grouped_tiles(const float *x, const float *w, const float *bias, cons
   int64_t tile = item0 / (G * chunks), g = item0 / chunks % G, k = item0 % chunks;
   for (int64_t item = item0; item < item1; ++item) {
     const int64_t c0 = k * (MAX_VECTORS * LANES);
-    if (tile != tile_at) {
-      used = tile_inputs(x, q, cin, tile * ROWS, base, taps, pixel, patch != NULL);
+    if (tile != tile_at && gathers) { /* (its windows are gathered per group, below) */
+      for (int r = 0; r < ROWS; ++r) pixel[r] = tile * ROWS + r < total ? tile * ROWS + r : -1;
+      tile_at = tile;
+      group_at = -1;
+    } else if (tile != tile_at) {
+      used = tile_inputs(x, q, cin, tile * ROWS, base, taps, pixel);
       tile_at = tile;
       group_at = -1;
     }

@@ -116,6 +116,11 @@ def stop_recording() -> None:
     _recording.calls = None
 
 
+def _recording_now() -> bool:
+    """Whether a run records on this thread (so a kernel whose `q` array is made per call makes one)."""
+    return getattr(_recording, "calls", None) is not None
+
+
 def _note(fn: Any, x: torch.Tensor, w: Any, bias: Any, res: Any, y: torch.Tensor, q: Any, act: Any) -> None:
     """Record a call whose result `y` is the op's result as the kernel left it (a caller that changes
     it after, as a unary op the kernel has no form of, must not note the call)."""
@@ -451,7 +456,7 @@ def _block_transpose(fn: Callable[..., int], x: torch.Tensor, p: int, a: int, b:
     out = torch.empty_strided((n, c, h, w), _channels_last_strides(n, c, h, w), dtype=torch.float32)
     threads = torch.get_num_threads()
     fn(x.data_ptr(), out.data_ptr(), p, a, b, threads)
-    if getattr(_recording, "calls", None) is not None:
+    if _recording_now():
         _note(library().sdc_block_transpose_call, x, None, None, None, out, (ctypes.c_int64 * 4)(p, a, b, threads), None)
     return out
 
@@ -530,7 +535,7 @@ def global_avg_pool_kernel(ref: Callable[..., Any]) -> Callable[..., Any]:
         y = torch.empty_strided((n, c, 1, 1), (c, 1, c, c), dtype=torch.float32)
         threads = torch.get_num_threads()
         pool(x.data_ptr(), y.data_ptr(), n, h * w, c, threads)
-        if getattr(_recording, "calls", None) is not None:
+        if _recording_now():
             _note(library().sdc_global_avg_pool_call, x, None, None, None, y, (ctypes.c_int64 * 4)(n, h * w, c, threads),
                   None)
         return y
@@ -578,7 +583,7 @@ def pool_kernel(name: str, ref: Callable[..., Any], attrs: dict) -> Callable[...
         y = torch.empty_strided(shape, out_strides, dtype=torch.float32)
         if pool(x.data_ptr(), y.data_ptr(), sizes):  # its tap list not allocated
             return ref(env, a, x)
-        if getattr(_recording, "calls", None) is not None:
+        if _recording_now():
             _note(getattr(library(), f"sdc_{name}_call"), x, None, None, None, y, sizes, None)
         return y
 

@@ -187,26 +187,13 @@ class CRun:
 
     def _split(self, in_c: list[bool]) -> _Plan:
         """The plan of a call where some ops did not run a kernel here: the run cut before and after
-        each of them, the parts of two or more ops in C runs of their own (which record on their first
-        call), the rest one instruction at a time."""
-        parts: list[Callable] = []
-        group: list = []
-
-        def close() -> None:
-            if sum(isinstance(m, PreparedOp) for m in group) >= 2:
-                parts.append(CRun(tuple(group), self.comm, self.initial))
-            else:
-                parts.extend(_straight_line(list(group), self.comm))
-            group.clear()
-
-        for member, here in zip(self.members, in_c):
-            if not here:
-                close()
-            group.append(member)
-            if not here:  # (the frees after it join the next part)
-                close()
-        close()
-        return _Plan(parts=tuple(parts)) if any(isinstance(p, CRun) for p in parts) else _Plan(stepwise=True)
+        each of them (`replace_runs` over the members that did), the parts of two or more ops in C runs
+        of their own (which record on their first call), the rest one instruction at a time."""
+        here = {id(m): flag for m, flag in zip(self.members, in_c)}
+        parts = _straight_line(replace_runs(list(self.members), lambda m: here[id(m)],
+                                            lambda m: isinstance(m, PreparedOp),
+                                            lambda run: CRun(run, self.comm, self.initial)), self.comm)
+        return _Plan(parts=parts) if any(isinstance(p, CRun) for p in parts) else _Plan(stepwise=True)
 
     def _plan(self, ops: list, frees: list, source: dict, state: Any) -> _Plan | None:
         """The arrays of a replay of the recorded `ops`, or None where a call read a tensor the plan

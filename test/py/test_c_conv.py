@@ -492,26 +492,6 @@ def test_channel_scaling_matches_torch_bit_for_bit(xs, ss, scale_first, threads)
     assert got.is_contiguous(memory_format=torch.channels_last) and torch.equal(got, want)
 
 
-def test_channel_scaling_leaves_other_operands_to_torch(monkeypatch):
-    kernel = c_conv.scale_channels_kernel(1)
-    calls = []
-    monkeypatch.setattr(c_conv, "_note", lambda *args: calls.append(1))
-    for x, s in [(torch.randn(2, 8, 3, 3), torch.randn(2, 8, 1, 1)),  # row-major
-                 (_channels_last(2, 8, 3, 3), torch.randn(2, 4, 1, 1)),  # other channels: torch says why
-                 (_channels_last(2, 8, 3, 3).double(), torch.randn(2, 8, 1, 1).double()),
-                 (_channels_last(2, 8, 3, 3), torch.randn(8, 2, 1, 1).permute(1, 0, 2, 3))]:  # strided scale
-        try:
-            want = torch.mul(x, s)
-        except RuntimeError:
-            with pytest.raises(RuntimeError):
-                kernel(x, s)
-            continue
-        assert torch.equal(kernel(x, s), want)
-    assert calls == []
-    kernel(_channels_last(2, 8, 3, 3), torch.randn(2, 8, 1, 1))
-    assert calls == [1]
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("a_shape,b_channels", [((1, 64, 55, 55), 64), ((2, 5, 3, 7), 19), ((3, 1, 1, 1), 2)])
 def test_channel_concat_matches_torch_bit_for_bit(a_shape, b_channels, threads):
@@ -522,19 +502,37 @@ def test_channel_concat_matches_torch_bit_for_bit(a_shape, b_channels, threads):
     assert got.is_contiguous(memory_format=torch.channels_last) and torch.equal(got, torch.cat((a, b), 1))
 
 
-def test_channel_concat_leaves_other_operands_to_torch(monkeypatch):
-    kernel = c_conv.concat_channels_kernel()
+# (kernel, torch's op, operands it leaves to torch, operands it runs): the last pair of each is noted
+LEFT_TO_TORCH = {
+    "scale": (lambda: c_conv.scale_channels_kernel(1), torch.mul,
+              [(torch.randn(2, 8, 3, 3), torch.randn(2, 8, 1, 1)),  # row-major
+               (_channels_last(2, 8, 3, 3), torch.randn(2, 4, 1, 1)),  # other channels: torch says why
+               (_channels_last(2, 8, 3, 3).double(), torch.randn(2, 8, 1, 1).double()),
+               (_channels_last(2, 8, 3, 3), torch.randn(8, 2, 1, 1).permute(1, 0, 2, 3))],  # strided scale
+              (_channels_last(2, 8, 3, 3), torch.randn(2, 8, 1, 1))),
+    "concat": (c_conv.concat_channels_kernel, lambda a, b: torch.cat((a, b), 1),
+               [(torch.randn(1, 4, 3, 3), torch.randn(1, 2, 3, 3)),  # row-major
+                (_channels_last(1, 4, 3, 3), torch.randn(1, 2, 3, 3)),  # one of them row-major
+                (_channels_last(1, 4, 3, 3).double(), _channels_last(1, 2, 3, 3).double()),
+                (_channels_last(1, 4, 3, 3), _channels_last(2, 2, 3, 3))],  # other batch: torch says why
+               (_channels_last(1, 4, 3, 3), _channels_last(1, 2, 3, 3))),
+}
+
+
+@pytest.mark.parametrize("which", sorted(LEFT_TO_TORCH))
+def test_scaling_and_concat_leave_other_operands_to_torch(monkeypatch, which):
+    make, torch_op, others, taken = LEFT_TO_TORCH[which]
+    kernel = make()
     calls = []
     monkeypatch.setattr(c_conv, "_note", lambda *args: calls.append(1))
-    for a, b in [(torch.randn(1, 4, 3, 3), torch.randn(1, 2, 3, 3)),  # row-major
-                 (_channels_last(1, 4, 3, 3), torch.randn(1, 2, 3, 3)),  # one of them row-major
-                 (_channels_last(1, 4, 3, 3).double(), _channels_last(1, 2, 3, 3).double()),
-                 (_channels_last(1, 4, 3, 3), _channels_last(2, 2, 3, 3))]:  # other batch: torch says why
+    for a, b in others:
         try:
-            want = torch.cat((a, b), 1)
+            want = torch_op(a, b)
         except RuntimeError:
             with pytest.raises(RuntimeError):
                 kernel(a, b)
             continue
         assert torch.equal(kernel(a, b), want)
-    assert calls == []
+    assert calls == []  # none of them ran the C kernel (a run would have recorded it)
+    assert torch.equal(kernel(*taken), torch_op(*taken))
+    assert calls == [1]
