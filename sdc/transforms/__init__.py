@@ -41,6 +41,12 @@ def _fold_conv_batch_norm():
     return FoldConvBatchNormPass
 
 
+def _patch_conv():
+    from sdc.transforms.patch_conv import PatchConvPass
+
+    return PatchConvPass
+
+
 def _mixed_precision():
     from sdc.transforms.mixed_precision import MixedPrecisionPass
 
@@ -88,6 +94,7 @@ PASSES: dict[str, Callable[[], type]] = {
     "sdc-canonicalize": _canonicalize,
     "sdc-shape-constraints": _shape_constraints,
     "sdc-fold-conv-batch-norm": _fold_conv_batch_norm,
+    "sdc-patch-conv": _patch_conv,
     "sdc-mixed-precision": _mixed_precision,
     "sdc-sharding-propagation": _sharding_propagation,
     "sdc-spmd-partition": _spmd_partition,

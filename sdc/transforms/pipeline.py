@@ -153,6 +153,7 @@ def _graph_pipeline(target: str) -> PipelineBuilder:
             "sdc-verify",
             "sdc-canonicalize",
             "cse",
+            "sdc-patch-conv",
             shape_constraints(options),
             *sharding(sharded),
             # Graph rewrites that need the shapes (and the partition) and change what layouts and

@@ -294,7 +294,7 @@ def onnx_struct(rng: random.Random, scratch: Path) -> Case:
 
 _PIPELINES = ((), ("-p", "sdc-verify"), ("-p", "sdc-canonicalize"), ("-p", "sdc-shape-constraints"),
               ("-p", "sdc-layout-constraints{target=cpu}"), ("-p", "sdc-fuse{target=cpu}"),
-              ("-p", "sdc-fold-conv-batch-norm"), ("-p", "sdc-verify,sdc-canonicalize,cse,sdc-shape-constraints"),
+              ("-p", "sdc-fold-conv-batch-norm"), ("-p", "sdc-patch-conv"), ("-p", "sdc-verify,sdc-canonicalize,cse,sdc-shape-constraints"),
               ("-p", "sdc-sharding-propagation,sdc-spmd-partition"), ("--split-input-file", "--verify-diagnostics"))
 _TOKEN = __import__("re").compile(r"-?\d+|[A-Za-z_][\w.]*|\S")
 

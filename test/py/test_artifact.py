@@ -115,7 +115,7 @@ def test_layout_and_manifest(pristine, scale):
     assert m["entry"] == {"inputs": [{"name": "x", "dtype": "f32", "shape": ["B", 300]}],
                           "outputs": [{"name": "y", "dtype": "f32", "shape": ["B", 300]}],
                           "guards": []}
-    assert m["compile_options"]["pipeline"] == ("sdc-verify,sdc-canonicalize,cse,sdc-shape-constraints,"
+    assert m["compile_options"]["pipeline"] == ("sdc-verify,sdc-canonicalize,cse,sdc-patch-conv,sdc-shape-constraints,"
                                                 "sdc-fold-conv-batch-norm,sdc-layout-constraints{target=cpu},sdc-fuse{target=cpu},sdc-verify")
     assert m["compile_options"]["target"] == "cpu"
     assert {"python", "torch", "numpy", "onnx", "platform"} <= set(m["environment"])

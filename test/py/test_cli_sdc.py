@@ -55,7 +55,7 @@ def compiled(tmp_path_factory, weights) -> Path:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"wrote {root / 'model.sdc'} (2 kernels, 128 B of weights) in ")
     assert done.stderr == ""  # progress only on a terminal
-    assert (root / "ir" / "08-sdc-verify.mlir").is_file()
+    assert (root / "ir" / "09-sdc-verify.mlir").is_file()
     return root / "model.sdc"
 
 

@@ -295,10 +295,10 @@ def test_compile_dump_ir_writes_each_stage(tmp_path, rng):
     compile_text(MLP, mlp_params(rng), CompileOptions(dump_ir=tmp_path / "ir"), output=tmp_path / "m.sdc")
     names = sorted(p.name for p in (tmp_path / "ir").iterdir())
     assert names == ["00-input.mlir", "01-sdc-verify.mlir", "02-sdc-canonicalize.mlir", "03-cse.mlir",
-                     "04-sdc-shape-constraints.mlir", "05-sdc-fold-conv-batch-norm.mlir",
-                     "06-sdc-layout-constraints.mlir", "07-sdc-fuse.mlir", "08-sdc-verify.mlir"]
-    assert '"sdc.softmax"' in (tmp_path / "ir" / "08-sdc-verify.mlir").read_text()
-    assert '"sdc.fusion"' in (tmp_path / "ir" / "07-sdc-fuse.mlir").read_text()
+                     "04-sdc-patch-conv.mlir", "05-sdc-shape-constraints.mlir", "06-sdc-fold-conv-batch-norm.mlir",
+                     "07-sdc-layout-constraints.mlir", "08-sdc-fuse.mlir", "09-sdc-verify.mlir"]
+    assert '"sdc.softmax"' in (tmp_path / "ir" / "09-sdc-verify.mlir").read_text()
+    assert '"sdc.fusion"' in (tmp_path / "ir" / "08-sdc-fuse.mlir").read_text()
 
 
 # ---------------------------------------------------------------- the plan

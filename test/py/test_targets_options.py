@@ -137,12 +137,12 @@ def test_pipelines_cover_every_target():
         pipeline = compile_pipeline(CompileOptions(target=name))
         assert f"sdc-layout-constraints{{target={name}}}" in pipeline and f"sdc-fuse{{target={name}}}" in pipeline
     cpu = compile_pipeline(CompileOptions())
-    assert cpu[:4] == ("sdc-verify", "sdc-canonicalize", "cse", "sdc-shape-constraints")
+    assert cpu[:5] == ("sdc-verify", "sdc-canonicalize", "cse", "sdc-patch-conv", "sdc-shape-constraints")
     assert cpu[-3:] == ("sdc-layout-constraints{target=cpu}", "sdc-fuse{target=cpu}", "sdc-verify")
     assert not any(p.startswith("sdc-sharding") or p.startswith("sdc-spmd") for p in cpu)
     sharded = compile_pipeline(CompileOptions(mesh="dp=2", input_shapes={"x": ["B", 8], "B": "1..64"}), True)
-    assert sharded[3] == 'sdc-shape-constraints{input-shape="B=1..64 x=B,8"}'
-    assert sharded[4:6] == ("sdc-sharding-propagation", "sdc-spmd-partition")
+    assert sharded[4] == 'sdc-shape-constraints{input-shape="B=1..64 x=B,8"}'
+    assert sharded[5:7] == ("sdc-sharding-propagation", "sdc-spmd-partition")
 
 
 # ---------------------------------------------------------------- the passes' target option
@@ -282,7 +282,7 @@ def test_manifest_carries_the_options(tmp_path):
     recorded = json.loads((tmp_path / "m.sdc" / "manifest.json").read_text())["compile_options"]
     assert recorded["target"] == "cpu" and recorded["input_shapes"] == {"B": "1..16"}
     assert recorded["source"] == "m.mlir"
-    assert recorded["pipeline"].startswith('sdc-verify,sdc-canonicalize,cse,sdc-shape-constraints{input-shape="B=1..16"}')
+    assert recorded["pipeline"].startswith('sdc-verify,sdc-canonicalize,cse,sdc-patch-conv,sdc-shape-constraints{input-shape="B=1..16"}')
     assert CompileOptions.from_json(recorded) == options
     assert (tmp_path / "ir" / "00-input.mlir").is_file()
     x = np.random.default_rng(4).standard_normal((2, 8)).astype(np.float32)

@@ -248,7 +248,9 @@ class ItemBranch(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = self.backbone(x)
-        if logits.mean().item() > 0:
+        # (a value far from the threshold: a CLIP tower's pooled output is layer-normed, so its mean is
+        # within rounding of 0, and which head ran would depend on how sdc's sums round)
+        if logits.abs().mean().item() > 0.1:
             return logits.softmax(-1)
         return (-logits).log_softmax(-1)
 
