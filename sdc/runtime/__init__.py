@@ -87,8 +87,7 @@ class Executable:
         # Calls from several Python threads run one at a time: a call's plan reuses buffers of its own
         # between calls (a C segment's kept values, the arena, a CUDA graph's static inputs) and sets
         # torch's process-wide thread count per op (sdc/runtime/gate.py).
-        self._call_lock = threading.Lock()
-        self._calling: int | None = None  # the thread inside a call (`_one_call`)
+        self._one_call = _OneCall(self.path)
 
     def __call__(self, *args: Any, **named: Any) -> list:
         """Run on inputs given by position and/or by name; returns the outputs, in order, as a list.
@@ -96,7 +95,7 @@ class Executable:
         numpy arrays in give numpy arrays out (bf16 widened to f32); if any input is a torch
         tensor the outputs are torch tensors (made under `torch.inference_mode()`).
         """
-        with self._one_call():
+        with self._one_call:
             if self.comm is None:
                 bound = self._signature.bind(args, named, self.device)
                 outs = self._executor.run(self._on_device(bound.tensors), bound.symbols, self.profiler)
@@ -128,25 +127,9 @@ class Executable:
         graphs = self._executor.graphs
         if graphs is None or self.comm is not None:
             return None
-        with self._one_call():
+        with self._one_call:
             bound = self._signature.bind(args, named, self.device)
             return graphs.static_inputs(self._on_device(bound.tensors), bound.symbols)
-
-    @contextlib.contextmanager
-    def _one_call(self):
-        """Hold this executable's call lock (calls from several threads run one at a time). A call made
-        from inside a call on the same thread (a custom op's Python calling the executable that runs it)
-        is an error, not a hang."""
-        me = threading.get_ident()
-        if self._calling == me:
-            raise SdcError(f"this executable ('{self.path}') was called from inside one of its own calls; "
-                           "load the artifact again for a nested call")
-        with self._call_lock:
-            self._calling = me
-            try:
-                yield
-            finally:
-                self._calling = None
 
     def _on_device(self, tensors: list) -> list:
         device = self.device
@@ -261,6 +244,29 @@ def _device(device: str | torch.device | None, env=None) -> torch.device:
     return dev
 
 
+class _OneCall:
+    """An executable's calls from several threads run one at a time (`with exe._one_call:`); a call made
+    from inside a call on the same thread (a custom op's Python calling the executable that runs it) is
+    an error, not a hang. (A class, not a generator context manager: this is on every call's path.)"""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.calling: int | None = None  # the thread inside a call
+
+    def __enter__(self) -> None:
+        me = threading.get_ident()
+        if self.calling == me:
+            raise SdcError(f"this executable ('{self.path}') was called from inside one of its own calls; "
+                           "load the artifact again for a nested call")
+        self.lock.acquire()
+        self.calling = me
+
+    def __exit__(self, *exc: Any) -> None:
+        self.calling = None
+        self.lock.release()
+
+
 def _kernel_sources(artifact: Artifact):
     """The artifact's generated kernels, read (hash-checked) when a launch needs one."""
     from sdc.runtime.triton_launcher import KernelSources
@@ -279,4 +285,4 @@ def _storage(t: torch.Tensor) -> int:
 def _to_numpy(t: torch.Tensor):
     if t.dtype == torch.bfloat16:
         t = t.float()
-    return t.cpu().numpy()
+    return t.numpy() if t.device.type == "cpu" else t.cpu().numpy()

@@ -9,8 +9,9 @@ consecutive executor instructions that are
 - free steps (which drop slots; those that keep memory for a later alloc end the run);
 - plain view ops of one operand (`VIEW_OPS`: reshape, unsqueeze, squeeze, transpose, broadcast, slice),
   splits and concats,
-- plain ops of no operand whose value the symbol values decide (`SYMBOL_OPS`: iota, dim_values: the
-  position ids and shape arithmetic of a transformer), which would otherwise split it in three,
+- plain ops whose value the weights and the symbol values alone decide (`_determined`: iota and
+  dim_values, then pure ops of such values: the position ids, masks and shape arithmetic of a
+  transformer, and a gather of a constant table by them), which would otherwise split it,
 
 holding at least two launches. A call of the segment makes one ctypes call of `sdc_run_kernels`
 (`SEQUENCER`, compiled once per host like the kernels), which calls each kernel with its pointer and
@@ -19,8 +20,10 @@ domain arrays in order, and stops at the first that returns nonzero.
 What one call derives from the shapes of the values the run reads from before it, and the symbol values
 (the `_Plan`, made on the first call of those shapes and kept, up to `PLANS` of them): every launch's
 domain (CLaunch._settle on meta tensors), every view's result (the op itself on a meta tensor), and the
-value of every `SYMBOL_OPS` op (the op itself, kept by the plan). A view whose result is all of its
-operand's elements, dense and in order, is an alias (the same memory: no work); another (a transpose, a
+value of every determined op (the op itself on the weights and the values computed before it; written
+once into the buffer the plan keeps for it, where something the call runs reads it: weights do not
+change between calls). A view whose result is all of its operand's elements, dense and in order, is
+an alias (the same memory: no work); another (a transpose, a
 broadcast, a split's part) becomes a strided copy into a dense buffer (`sdc_strided_copy`), which is
 what the launch reading it would have made of it; a concat copies each operand into its slice of a
 dense buffer. The values the run makes live in buffers the plan keeps, except those whose memory the
@@ -46,6 +49,7 @@ from typing import Any, Callable
 
 import torch
 
+from sdc.dialect.opdef import all_ops
 from sdc.limits import check_alloc
 from sdc.runtime.arena import ArenaAlloc
 from sdc.runtime.c_launcher import _MISFIT, CCompileError, CLaunch, _dense_strides, build_library, out_of_memory
@@ -54,7 +58,6 @@ from sdc.runtime.switches import env_switch
 
 SEGMENTS_ENV = "SDC_C_SEGMENTS"
 VIEW_OPS = ("reshape", "unsqueeze", "squeeze", "transpose", "broadcast", "slice")
-SYMBOL_OPS = ("iota", "dim_values")  # no operand; the value depends on the attributes and the symbols only
 PLANS = 8  # shapes a segment keeps a plan for (each plan holds the buffers of the run's inner values)
 MAX_RANK = 8  # of a strided copy
 
@@ -153,12 +156,35 @@ def build_segments(program: list[Callable], output_slots: list[int], initial: li
         if not isinstance(i, PreparedOp) or not i.plain(None):
             return False
         return ((i.name in VIEW_OPS and len(i.ins) == 1 and len(i.outs) == 1)
-                or (i.name in SYMBOL_OPS and not i.ins and len(i.outs) == 1)
-                or (i.name == "split" and len(i.ins) == 1) or (i.name == "concat" and len(i.outs) == 1))
+                or (i.name == "split" and len(i.ins) == 1) or (i.name == "concat" and len(i.outs) == 1)
+                or (bool(i.outs) and determined.issuperset(i.outs)))
+
+    determined = _determined(program, initial)
 
     outlive = _may_outlive_the_call(program, output_slots)
     return replace_runs(program, member, lambda i: isinstance(i, CLaunch),
-                        lambda run: CSegment(run, outlive, lib, initial))
+                        lambda run: CSegment(run, outlive, lib, initial, determined))
+
+
+def _determined(program: list[Callable], initial: list) -> frozenset[int]:
+    """The slots whose values the weights and the symbol values alone decide: the weights, and the
+    results of C launches and of plain pure ops (no collective, no custom op) of such values, or of none
+    (iota, dim_values). A plan computes those once (`CSegment._plan`)."""
+    ops = all_ops()
+    known = {slot for slot, t in enumerate(initial) if t is not None}
+    for i in program:
+        if isinstance(i, CLaunch) and i.fn is not None and known.issuperset(i.arg_slots):
+            known.update(i.result_slots)
+        elif isinstance(i, PreparedOp) and i.plain(None) and known.issuperset(i.ins):
+            if i.name in ops and ops[i.name].pure and ops[i.name].family not in ("collective", "custom"):
+                known.update(i.outs)
+    return frozenset(known)
+
+
+def _aliases(value: torch.Tensor, of: torch.Tensor) -> bool:
+    """`value` is all of `of`'s elements, dense and in order, in `of`'s memory (a reshape's result)."""
+    return (value.data_ptr() == of.data_ptr() and value.numel() == of.numel() and value.is_contiguous()
+            and of.is_contiguous())
 
 
 def _may_outlive_the_call(program: list[Callable], output_slots: list[int]) -> frozenset[int] | None:
@@ -246,8 +272,11 @@ class _Plan:
 class CSegment:
     """One run of C launches, views and frees (module docstring), an executor instruction."""
 
-    def __init__(self, members: tuple, outlive: frozenset[int] | None, lib: Any, initial: list):
+    def __init__(self, members: tuple, outlive: frozenset[int] | None, lib: Any, initial: list,
+                 determined: frozenset[int] = frozenset()):
         self.members = members
+        self.determined = determined  # slots whose values a plan computes once (`_determined`)
+        self.slot_count = len(initial)
         self.lib = lib
         self.run_kernels = lib.sdc_run_kernels
         self.copy_address = ctypes.cast(lib.sdc_strided_copy, ctypes.c_void_p).value
@@ -328,39 +357,72 @@ class CSegment:
             meta[slot] = torch.empty(t.shape, dtype=t.dtype, device="meta")
             storage[slot] = ("input", n)
         buffers: list[tuple[tuple[int, ...], torch.dtype]] = []  # per buffer: shape, dtype
-        held: list[torch.Tensor] = []  # the values of SYMBOL_OPS, each copied into its op's buffer
+        held: list[torch.Tensor] = []  # values computed now, each copied into its buffer (`where`)
         calls: list[tuple[int, list, Any]] = []  # (kernel address, [storage per pointer], domain array)
+        # the values of the run's determined slots (`_determined`), computed now: the weights it reads, and
+        # each op of those alone (a plan is for one set of symbol values). Such a value gets a buffer only
+        # where something the call runs reads it (`where`): storage ("value", slot) until then.
+        real = {slot: t for slot, t in zip(self.inputs, tensors) if slot in self.determined}
+        placed: dict[int, tuple[str, int]] = {}  # a computed value's slot -> its buffer
 
         def new_buffer(shape, dtype) -> tuple[str, int]:
             buffers.append((tuple(shape), dtype))
             return ("buffer", len(buffers) - 1)
 
+        def where(slot: int) -> tuple[str, int]:
+            kind, n = storage[slot]
+            if kind != "value":
+                return kind, n
+            if n not in placed:  # a copy of the value into a buffer of its own (once, where the plan keeps it)
+                value = real[n]
+                placed[n] = new_buffer(value.shape, value.dtype)
+                held.append(value)
+                calls.append((self.copy_address, [("held", len(held) - 1), placed[n]],
+                              _copy(value.shape, value.element_size(), 0, _dense_strides(tuple(value.shape)),
+                                    0, _dense_strides(tuple(value.shape)))))
+            return placed[n]
+
         try:
             for m in self.members:
                 if isinstance(m, FreeSlots):
+                    continue
+                if isinstance(m, CLaunch) and real.keys() >= set(m.arg_slots):  # its results now
+                    scratch = [None] * self.slot_count
+                    for slot in m.arg_slots:
+                        scratch[slot] = real[slot]
+                    with torch.inference_mode():
+                        m(scratch, state)
+                    for slot in m.result_slots:
+                        real[slot] = scratch[slot].contiguous()
+                        meta[slot] = torch.empty(real[slot].shape, dtype=real[slot].dtype, device="meta")
+                        storage[slot] = ("value", slot)
                     continue
                 if isinstance(m, CLaunch):
                     known = m._settle([meta[s] for s in m.arg_slots])
                     if known is _MISFIT:
                         return _Plan(stepwise=True)
                     plan.large |= known.large
+                    args = [where(s) for s in m.arg_slots]
                     outs = []
                     for slot, (shape, _, dtype, _) in zip(m.result_slots, known.results):
                         meta[slot] = torch.empty(shape, dtype=dtype, device="meta")
                         storage[slot] = new_buffer(shape, dtype)
                         outs.append(storage[slot])
-                    calls.append((ctypes.cast(m.fn, ctypes.c_void_p).value,
-                                  [storage[s] for s in m.arg_slots] + outs, known.dims))
+                    calls.append((ctypes.cast(m.fn, ctypes.c_void_p).value, args + outs, known.dims))
                     continue
-                if m.name in SYMBOL_OPS:  # its value now, which every call of this plan reads
-                    (dst,) = m.outs
-                    value = m.kernel(state.env, m.attrs).contiguous()
-                    meta[dst] = torch.empty(value.shape, dtype=value.dtype, device="meta")
-                    storage[dst] = new_buffer(value.shape, value.dtype)
-                    held.append(value)
-                    calls.append((self.copy_address, [("held", len(held) - 1), storage[dst]],
-                                  _copy(value.shape, value.element_size(), 0, _dense_strides(tuple(value.shape)),
-                                        0, _dense_strides(tuple(value.shape)))))
+                if real.keys() >= set(m.ins) and self.determined.issuperset(m.outs):  # its value now
+                    with torch.inference_mode():
+                        y = m.kernel(state.env, m.attrs, *[real[slot] for slot in m.ins])
+                    ys = list(y) if isinstance(y, (tuple, list)) else [y]
+                    if len(ys) != len(m.outs) or not all(isinstance(t, torch.Tensor) and t.device.type == "cpu"
+                                                          for t in ys):
+                        return _Plan(stepwise=True)
+                    for slot, value in zip(m.outs, ys):
+                        real[slot] = value.contiguous()
+                        meta[slot] = torch.empty(value.shape, dtype=value.dtype, device="meta")
+                        storage[slot] = ("value", slot)
+                        if len(m.ins) == 1 and _aliases(real[slot], real[m.ins[0]]):
+                            storage[slot] = storage[m.ins[0]]  # a reshape's: the operand's memory
                     continue
                 x = [meta[slot] for slot in m.ins]
                 if m.name == "concat":  # (torch.cat on meta tensors loads Python meta kernels: 140 MB)
@@ -380,7 +442,7 @@ class CSegment:
                     axis = m.attrs["axis"] % out.dim()
                     start = 0
                     for slot, part in zip(m.ins, x):
-                        calls.append((self.copy_address, [storage[slot], storage[dst]],
+                        calls.append((self.copy_address, [where(slot), storage[dst]],
                                       _copy(part.shape, part.element_size(), 0, _dense_strides(tuple(part.shape)),
                                             start * out.stride()[axis], out.stride())))
                         start += part.shape[axis]
@@ -396,14 +458,16 @@ class CSegment:
                         continue
                     meta[dst] = torch.empty(view.shape, dtype=view.dtype, device="meta")
                     storage[dst] = new_buffer(view.shape, view.dtype)
-                    calls.append((self.copy_address, [storage[src], storage[dst]],
+                    calls.append((self.copy_address, [where(src), storage[dst]],
                                   _copy(view.shape, view.element_size(), view.storage_offset(), view.stride(),
                                         0, _dense_strides(tuple(view.shape)))))
         except Exception:  # (a view op on meta tensors raises what it raises on real ones, unwrapped)
             return _Plan(stepwise=True)  # one by one: the instruction that fails says why, in its turn
 
         # buffers that hold a value the call may hand back are fresh per call; the others the plan keeps
-        leaving = {storage[s] for s in self.outliving}
+        for slot in self.leaving:
+            where(slot)
+        leaving = {where(s) for s in self.outliving}
         fresh_index: dict[int, int] = {}
         kept: dict[int, torch.Tensor] = {}
         for b, (shape, dtype) in enumerate(buffers):
@@ -426,11 +490,13 @@ class CSegment:
             else:
                 per_call.append(call)
         calls = per_call
+        used = {n for _, pointers, _ in calls for kind, n in pointers if kind == "held"}
+        held = [t if n in used else None for n, t in enumerate(held)]  # the others are in kept buffers now
         varying = {n: k for k, n in enumerate(self.varying)}
         arrays, ext, fresh = [], [], []
-        for _, where, _ in calls:
-            array = (ctypes.c_void_p * max(1, len(where)))()
-            for index, (kind, n) in enumerate(where):
+        for _, pointers, _ in calls:
+            array = (ctypes.c_void_p * max(1, len(pointers)))()
+            for index, (kind, n) in enumerate(pointers):
                 if kind == "held":
                     array[index] = held[n].data_ptr()
                 elif kind == "input" and n in self.constants:
@@ -449,7 +515,7 @@ class CSegment:
         plan.domains = (ctypes.c_void_p * max(1, len(calls)))(*[ctypes.addressof(d) for _, _, d in calls])
         results, kept_results = [], []
         for slot in sorted(self.leaving):
-            kind, n = storage[slot]
+            kind, n = where(slot)
             base_shape = tuple(buffers[n][0]) if kind == "buffer" else tuple(tensors[n].shape)
             shape = tuple(meta[slot].shape)
             if (kind == "buffer" and n in kept) or (kind == "input" and n in self.constants):

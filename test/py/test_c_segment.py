@@ -260,3 +260,40 @@ def test_position_ids_of_the_sequence_length_run_inside_one_segment(tmp_path, mo
         ids.fill(-1)  # the caller's own: the next call's ids are not these
         assert torch.equal(exe(x)[1], want[1])
     assert len(segment.plans) == 3
+
+
+class TokenTypes(torch.nn.Module):
+    """BERT's token types: a buffer of zeros gathered by the position ids (torch.gather, ONNX's
+    GatherElements), looked up in a table between C kernels. Every value before the lookup is fixed by
+    the weights and the sequence length."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("types", torch.zeros(1, 16, dtype=torch.long))
+        self.table = torch.nn.Embedding(2, 8)
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        ids = torch.arange(x.shape[1]).unsqueeze(0)
+        types = torch.gather(self.types, 1, ids)
+        return self.lin(torch.tanh(self.lin(x) + self.table(types))) * 2
+
+
+def test_values_the_weights_and_lengths_decide_are_made_once_per_plan(tmp_path, monkeypatch):
+    """The gather of the buffer by the position ids is a member of the run (no torch op between its C
+    kernels: one instruction per call), computed when a length is first seen; the values are torch's at
+    each length, and a length past the buffer is the gather's own error, at every call."""
+    torch.manual_seed(0)
+    model = TokenTypes().eval()
+    exe = _compile(tmp_path, model, (torch.randn(2, 5, 8),), ({0: Dim("batch", max=8), 1: Dim("seq", max=64)},))
+    (segment,) = exe._executor.fast_program
+    assert isinstance(segment, CSegment)
+    assert any(getattr(m, "name", None) == "gather_elements" for m in segment.members)
+    for batch, seq in ((2, 5), (1, 16), (3, 2), (2, 5)):
+        x = torch.randn(batch, seq, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(exe(x)[0], model(x), rtol=1e-5, atol=1e-5)
+    assert len(segment.plans) == 3
+    for _ in range(2):
+        with pytest.raises(SdcError, match=r"'sdc.gather_elements' failed in kernel k\d+"):
+            exe(torch.randn(1, 17, 8))
