@@ -76,37 +76,50 @@ int sdc_run_kernels(int64_t n, void *const *kernels, void **const *ps, const int
     return 0;
 }
 
+/* one row of `inner` elements of T, `step` apart in the source and `put` apart in the destination */
+#define SDC_ROW(T) { const T *restrict s = (const T *)src + at; T *restrict o = (T *)dst + out; \
+    if (step == 1 && put == 1) for (int64_t i = 0; i < inner; ++i) o[i] = s[i]; \
+    else for (int64_t i = 0; i < inner; ++i) o[i * put] = s[i * step]; }
+
 /* p[0]: the source, p[1]: the destination; d = {rank, element bytes, source offset, destination offset,
    size[rank], source stride[rank], destination stride[rank]} (in elements): element (i0, ..) goes from
-   source offset + sum(i_j * source stride[j]) to destination offset + sum(i_j * destination stride[j]) */
+   source offset + sum(i_j * source stride[j]) to destination offset + sum(i_j * destination stride[j]).
+   The last dim is a row; the one before it steps between rows; the others are counted in `index`. */
 int sdc_strided_copy(void **p, const int64_t *d)
 {
     const int64_t rank = d[0], bytes = d[1];
     const int64_t *size = d + 4, *from = d + 4 + rank, *to = d + 4 + 2 * rank;
-    int64_t index[8] = {0}, n = 1;
-    for (int64_t j = 0; j < rank; ++j) n *= size[j];
-    if (n == 0) return 0;
+    for (int64_t j = 0; j < rank; ++j)
+        if (size[j] == 0) return 0;
     const int64_t inner = rank ? size[rank - 1] : 1, step = rank ? from[rank - 1] : 0, put = rank ? to[rank - 1] : 0;
+    const int64_t rows = rank > 1 ? size[rank - 2] : 1, row_step = rank > 1 ? from[rank - 2] : 0,
+                  row_put = rank > 1 ? to[rank - 2] : 0, outer = rank > 2 ? rank - 2 : 0;
     const char *src = (const char *)p[0];
     char *dst = (char *)p[1];
-    for (int64_t done = 0; done < n; done += inner) {
+    int64_t index[8] = {0};
+    for (;;) {
         int64_t at = d[2], out = d[3];
-        for (int64_t j = 0; j + 1 < rank; ++j) {
+        for (int64_t j = 0; j < outer; ++j) {
             at += index[j] * from[j];
             out += index[j] * to[j];
         }
-        switch (bytes) {
-        case 8: for (int64_t i = 0; i < inner; ++i) ((int64_t *)dst)[out + i * put] = ((const int64_t *)src)[at + i * step]; break;
-        case 4: for (int64_t i = 0; i < inner; ++i) ((int32_t *)dst)[out + i * put] = ((const int32_t *)src)[at + i * step]; break;
-        case 2: for (int64_t i = 0; i < inner; ++i) ((int16_t *)dst)[out + i * put] = ((const int16_t *)src)[at + i * step]; break;
-        default: for (int64_t i = 0; i < inner; ++i) memcpy(dst + (out + i * put) * bytes, src + (at + i * step) * bytes, (size_t)bytes);
+        for (int64_t r = 0; r < rows; ++r, at += row_step, out += row_put) {
+            switch (bytes) {
+            case 8: SDC_ROW(int64_t) break;
+            case 4: SDC_ROW(int32_t) break;
+            case 2: SDC_ROW(int16_t) break;
+            case 1: SDC_ROW(int8_t) break;
+            default: for (int64_t i = 0; i < inner; ++i)
+                memcpy(dst + (out + i * put) * bytes, src + (at + i * step) * bytes, (size_t)bytes);
+            }
         }
-        for (int64_t j = rank - 2; j >= 0; --j) {
+        int64_t j = outer - 1;
+        for (; j >= 0; --j) {
             if (++index[j] < size[j]) break;
             index[j] = 0;
         }
+        if (j < 0) return 0;
     }
-    return 0;
 }
 """
 
@@ -242,10 +255,22 @@ def _concat_meta(parts: list[torch.Tensor], axis: int) -> torch.Tensor | None:
 
 
 def _copy(shape, itemsize: int, src_offset: int, src_strides, dst_offset: int, dst_strides):
-    """The domain array `d` of one `sdc_strided_copy` (SEQUENCER)."""
-    rank = len(shape)
-    return (ctypes.c_int64 * (4 + 3 * rank))(rank, itemsize, src_offset, dst_offset, *shape, *src_strides,
-                                             *dst_strides)
+    """The domain array `d` of one `sdc_strided_copy` (SEQUENCER), over the fewest dims: size-1 dims
+    dropped, and a dim merged into the one before it where both sides step over the pair as over one
+    dim (a transpose's unmoved neighbours, a slice's whole rows), so its rows are as long as they can be."""
+    dims: list[tuple[int, int, int]] = []
+    if 0 in shape:
+        dims = list(zip(shape, src_strides, dst_strides))
+    for n, s, t in zip(shape, src_strides, dst_strides) if not dims else ():
+        if n == 1:
+            continue
+        if dims and dims[-1][1] == s * n and dims[-1][2] == t * n:
+            dims[-1] = (dims[-1][0] * n, s, t)
+        else:
+            dims.append((n, s, t))
+    sizes, froms, tos = (list(x) for x in zip(*dims)) if dims else ([], [], [])
+    rank = len(sizes)
+    return (ctypes.c_int64 * (4 + 3 * rank))(rank, itemsize, src_offset, dst_offset, *sizes, *froms, *tos)
 
 
 # ---------------------------------------------------------------- one segment
@@ -300,6 +325,8 @@ class CSegment:
         # ones whose memory the call may hand back (`_may_outlive_the_call`) get fresh tensors per call
         freed = set(self.freed)
         self.leaving = frozenset(s for s in made if s not in freed)
+        # what a call's frees drop from `vals`: the run's inputs (the values it makes inside it are never there)
+        self.dropped = tuple(s for s in self.freed if s in self.inputs)
         self.outliving = frozenset(s for s in self.leaving if outlive is None or s in outlive)
         self.where = next(m.where for m in members if isinstance(m, CLaunch))
 
@@ -343,7 +370,7 @@ class CSegment:
             vals[slot] = t if shape is None else t.view(shape)
         for slot, t in plan.kept_results:
             vals[slot] = t
-        for slot in self.freed:
+        for slot in self.dropped:
             vals[slot] = None
 
     # ------------------------------------------------------------ planning one set of shapes

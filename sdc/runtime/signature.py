@@ -174,10 +174,14 @@ class Signature:
         key = self._checked_key(values, device)
         if key is not None:
             symbols = self._checked.get(key)
-            if symbols is not None:
-                as_torch = any(type(v) is torch.Tensor for v in values)
-                tensors = [v if type(v) is torch.Tensor else _from_numpy(info.name, v)
-                           for info, v in zip(self.inputs, values)]
+            if symbols is not None:  # (a loop, not comprehensions: this is every call's path)
+                tensors, as_torch = [], False
+                for info, v in zip(self.inputs, values):
+                    if type(v) is torch.Tensor:
+                        tensors.append(v)
+                        as_torch = True
+                    else:
+                        tensors.append(_from_numpy(info.name, v))
                 return BoundInputs(tensors, dict(symbols), as_torch)
         as_torch = any(isinstance(v, torch.Tensor) for v in values)
         tensors = [self._tensor(info, v, device) for info, v in zip(self.inputs, values)]
@@ -347,6 +351,9 @@ def _numel(shape: Sequence[int]) -> int:
 def _from_numpy(name: str, array: np.ndarray) -> torch.Tensor:
     """A torch view of a checked numpy input, copying only where torch needs it: byte order not
     the machine's (torch has no big-endian tensors), read-only memory, negative strides."""
+    flags = array.flags
+    if array.dtype.isnative and flags.writeable and (flags.c_contiguous or not any(s < 0 for s in array.strides)):
+        return torch.from_numpy(array)  # (the common case, first)
     if not array.dtype.isnative:
         check_alloc(array.size * array.itemsize, f"input '{name}' (converted to native byte order)")
         array = array.astype(array.dtype.newbyteorder("="))

@@ -146,15 +146,19 @@ def test_sdc_c_segments_takes_on_or_off(attention, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16, torch.bool, torch.float64])
-@pytest.mark.parametrize("view", ["transpose", "permute3", "expand", "slice", "scalar"])
+@pytest.mark.parametrize("view", ["transpose", "permute3", "expand", "slice", "scalar", "patches", "rows", "unit",
+                                  "empty"])
 def test_the_strided_copy_matches_torch(dtype, view):
-    """Views of a tensor copied dense, and into the middle of a larger buffer (a concat's operand)."""
+    """Views of a tensor copied dense, and into the middle of a larger buffer (a concat's operand): dims
+    merged or dropped (`_copy`), rows dense on both sides copied whole, none copied of an empty view."""
     lib = _sequencer()
     generator = torch.Generator().manual_seed(7)
     base = (torch.randn(4, 5, 6, generator=generator) * 10).to(dtype)
     x = {"transpose": lambda: base.transpose(0, 2), "permute3": lambda: base.permute(1, 2, 0),
          "expand": lambda: base[:, :1, :].expand(4, 7, 6), "slice": lambda: base[1:, ::2, 2:],
-         "scalar": lambda: base[1, 2, 3]}[view]()
+         "scalar": lambda: base[1, 2, 3],
+         "patches": lambda: base.reshape(4, 5, 2, 3).permute(0, 2, 1, 3),  # (a patch embedding's)
+         "rows": lambda: base[1:3], "unit": lambda: base[:, 2:3, :].permute(2, 1, 0), "empty": lambda: base[:, :0]}[view]()
     out = torch.empty(x.shape, dtype=dtype)
     pointers = (ctypes.c_void_p * 2)(base.data_ptr(), out.data_ptr())
     assert lib.sdc_strided_copy(pointers, _copy(x.shape, x.element_size(), x.storage_offset(), x.stride(), 0,
@@ -167,6 +171,14 @@ def test_the_strided_copy_matches_torch(dtype, view):
         assert lib.sdc_strided_copy(pointers, _copy(x.shape, x.element_size(), x.storage_offset(), x.stride(),
                                                     inner.storage_offset(), inner.stride())) == 0
         assert torch.equal(inner, x) and not wide[..., :3].any() and not wide[..., 3 + x.shape[-1]:].any()
+
+
+def test_a_copy_runs_over_the_fewest_dims():
+    """Size-1 dims dropped; neighbours merged where both sides step over them as one (d[0] is the rank)."""
+    assert list(_copy((2, 3, 4), 4, 0, (12, 4, 1), 0, (12, 4, 1))) == [1, 4, 0, 0, 24, 1, 1]
+    assert list(_copy((2, 1, 3, 4), 4, 5, (1, 9, 8, 2), 0, (12, 12, 4, 1))) == [2, 4, 5, 0, 2, 12, 1, 2, 12, 1]
+    assert list(_copy((5, 2, 3), 2, 0, (3, 15, 1), 0, (6, 3, 1)))[:8] == [3, 2, 0, 0, 5, 2, 3, 3]
+    assert list(_copy((), 8, 3, (), 0, ())) == [0, 8, 3, 0]
 
 
 class Rows(torch.nn.Module):
