@@ -1,7 +1,7 @@
 """sdc's CPU path against onnxruntime and IREE's CPU backend, on the light ONNX zoo and on real exported models.
 
-    python bench/cpu_onnx.py [--runs 20] [--threads 2] [--models resnet50,bert,...] [--engines ...]
-                             [--cache DIR] [--json OUT]
+    python bench/cpu_onnx.py [--runs 20] [--seconds 4] [--max-runs 200] [--threads 2]
+                             [--models resnet50,bert,...] [--engines ...] [--cache DIR] [--json OUT]
 
 Models:
 - the nine light ONNX zoo models (`MODELS`; the files the `onnx` package carries, where
@@ -22,8 +22,12 @@ OpenMP threads spin `--sdc-spin` iterations (GOMP_SPINCOUNT, default 30000: some
 before they sleep, as onnxruntime's pool threads spin after each op, and its thread gate
 (sdc/runtime/gate.py) sets its limits for that. With the other workers stopped while one is timed
 (below), the spin takes no core from another engine. After loading and two
-warm-up calls, the runs interleave: one call of each engine in turn, `--runs` rounds, so load changes on a
-shared machine hit every engine alike; the table reports medians. While one engine is timed, the other
+warm-up calls, the runs interleave: one call of each engine in turn, each round starting with the next
+engine, so load changes on a shared machine hit every engine alike; the table reports medians. A model
+runs at least `--runs` rounds, and more (up to `--max-runs`) until the timed calls of its rounds add up
+to `--seconds`: a 0.2 ms transformer gets 200 rounds where a 200 ms VGG gets 20, so a burst of load
+moves a fast model's median as little as a slow one's (with 20 rounds the 0.2 ms models moved by
+0.3x between full runs; each model's count is the table's last column). While one engine is timed, the other
 workers are stopped (SIGSTOP, and SIGCONT before their own turn): onnxruntime's pool threads spin-wait
 after each run, and a worker waiting for its next turn beside the timed one made sdc's AlexNet take
 30.4 ms instead of the 17.7 ms it takes alone (2 threads, 2026-12-03); onnxruntime's own time did not
@@ -55,6 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+SECONDS = 4.0  # a model's rounds go on until their timed calls add up to this (fast models: more runs)
+MAX_RUNS = 200
 MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
           "squeezenet", "vgg19", "zfnet512"]
 EXPORTED = ["gpt2_with_cache", "bert", "distilbert", "clip_text", "t5", "vit", "segmentation"]
@@ -342,8 +348,10 @@ def engine_env(engine: str, sdc_spin: int) -> dict[str, str]:
 
 
 def measure(model: Model, engines: list[str], runs: int, threads: int, cache: Path,
-            sdc_spin: int = 0) -> dict[str, dict]:
-    """Each engine's result on `model`: median_ms, prepare_s, peak_mb, or an error."""
+            sdc_spin: int = 0, seconds: float = 0.0, max_runs: int = 0) -> dict[str, dict]:
+    """Each engine's result on `model`: median_ms, runs, prepare_s, peak_mb, or an error. At least `runs`
+    rounds; more, up to `max_runs`, until the timed calls of the round add up to `seconds` (module
+    docstring). Round r starts with engine r mod n, so no engine always runs right after another."""
     workers = [Worker(e) for e in engines]
     for w in workers:  # loaded one after the other, so their compiles do not compete
         w.stderr = tempfile.TemporaryFile()
@@ -356,8 +364,11 @@ def measure(model: Model, engines: list[str], runs: int, threads: int, cache: Pa
     live = [w for w in workers if "error" not in w.result]
     for w in live:
         w.pause()
-    for _ in range(runs):
-        for w in workers:
+    rounds, timed = 0, 0.0
+    while rounds < runs or (rounds < max_runs and timed < seconds):
+        k = rounds % len(workers)
+        rounds += 1
+        for w in workers[k:] + workers[:k]:
             if "error" in w.result:
                 continue
             w.resume()  # the others stay stopped while it is timed (module docstring)
@@ -366,6 +377,7 @@ def measure(model: Model, engines: list[str], runs: int, threads: int, cache: Pa
             w.pause()
             if "ms" in reply:
                 w.times.append(reply["ms"])
+                timed += reply["ms"] / 1e3
             else:
                 w.result = reply
     for w in live:
@@ -375,6 +387,7 @@ def measure(model: Model, engines: list[str], runs: int, threads: int, cache: Pa
             w.send("quit")
             w.result.update(w.read())
             w.result["median_ms"] = statistics.median(w.times)
+            w.result["runs"] = len(w.times)
         w.proc.wait()
         w.stderr.close()
     return {w.engine: w.result for w in workers}
@@ -402,10 +415,12 @@ def table(rows: list[tuple[str, dict[str, dict]]], engines: list[str]) -> list[s
     ratios = [(f"sdc/{short[e]}", e) for e in engines if e != "sdc"] if "sdc" in engines else []
     head += [name for name, _ in ratios]
     head.append("peak MB " + "/".join(short[e] for e in engines))
+    head.append("runs")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, res in rows:
         cells = [name, *(_cell(res[e]) for e in engines), *(_ratio(res["sdc"], res[e]) for _, e in ratios)]
         cells.append("/".join(f"{res[e]['peak_mb']:.0f}" if "peak_mb" in res[e] else "-" for e in engines))
+        cells.append(str(max((r.get("runs", 0) for r in res.values()), default=0)))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -416,7 +431,10 @@ def main(argv: list[str] | None = None) -> int:
         engine, path, feeds, threads, cache = argv[1:6]
         return worker(engine, path, feeds, int(threads), cache)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20, help="timed calls per engine and model (default 20)")
+    parser.add_argument("--runs", type=int, default=20, help="timed calls per engine and model, at least (default 20)")
+    parser.add_argument("--seconds", type=float, default=SECONDS,
+                        help=f"more rounds until a model's timed calls add up to this (default {SECONDS})")
+    parser.add_argument("--max-runs", type=int, default=MAX_RUNS, help=f"rounds per model at most (default {MAX_RUNS})")
     parser.add_argument("--threads", type=int, default=2, help="threads per engine (default 2)")
     parser.add_argument("--models", default=",".join(MODELS + EXPORTED),
                         help="comma-separated: light zoo names (each also runs as <name>-rw) and real-model names")
@@ -431,9 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in args.models.split(",") if n]
     engines = [e for e in args.engines.split(",") if e]
     unknown = [n for n in names if n not in MODELS and n not in EXPORTED] + [e for e in engines if e not in ENGINES]
-    if unknown or args.runs < 1 or args.threads < 1 or args.sdc_spin < 0:
+    if unknown or args.runs < 1 or args.threads < 1 or args.sdc_spin < 0 or args.seconds < 0:
         parser.error(f"unknown model or engine {unknown}" if unknown
-                     else "--runs and --threads must be >= 1, --sdc-spin >= 0")
+                     else "--runs and --threads must be >= 1, --sdc-spin and --seconds >= 0")
     before = _load_average()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows = []
@@ -442,17 +460,20 @@ def main(argv: list[str] | None = None) -> int:
         models = light_models([n for n in names if n in MODELS], work)
         models += exported_models([n for n in names if n in EXPORTED], work)
         for model in models:
-            res = measure(model, engines, args.runs, args.threads, Path(args.cache), args.sdc_spin)
+            res = measure(model, engines, args.runs, args.threads, Path(args.cache), args.sdc_spin, args.seconds,
+                          max(args.runs, args.max_runs))
             rows.append((model.name, res))
             print(f"{model.name}: " + "  ".join(f"{e} {json.dumps(r)}" for e, r in res.items()), flush=True)
     after = _load_average()
     if args.json:
         Path(args.json).write_text(json.dumps({"started": started, "threads": args.threads, "runs": args.runs,
+                                               "seconds": args.seconds, "max_runs": args.max_runs,
                                                "sdc_spin": args.sdc_spin,
                                                "load_before": before, "load_after": after,
                                                "results": dict(rows)}, indent=1))
     print()
-    print(f"CPU ({os.cpu_count()} cores), {args.threads} threads per engine, median of {args.runs} interleaved runs, "
+    print(f"CPU ({os.cpu_count()} cores), {args.threads} threads per engine, medians of interleaved runs (at least "
+          f"{args.runs}, up to {args.max_runs} until {args.seconds:g} s of calls), "
           f"{started}; sdc's OpenMP {'spin ' + str(args.sdc_spin) if args.sdc_spin else 'PASSIVE'}; load average (1, 5, 15 min) before: {before}, after: {after}")
     for line in table(rows, engines):
         print(line)
