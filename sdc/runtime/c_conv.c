@@ -1025,21 +1025,29 @@ int sdc_scale_channels_call(const float *x, const float *w, const float *bias, c
 
 /* ---------------------------------------------------------------- a concat along the channels */
 
-/* y[p] = (a[p], b[p]) for channels-last a [P][CA], b [P][CB], y [P][CA + CB]; q = {P, CA, CB, threads}. */
-int sdc_concat_channels_f32(const float *a, const float *b, float *y, const int64_t *q) {
-  const int64_t P = q[0], CA = q[1], CB = q[2], threads = q[3];
+/* y[p] = (x_0[p], .., x_{n-1}[p]) for 2 <= n <= 4 channels-last parts x_i [P][C_i] and y [P][C_0 + ..];
+ * q = {P, threads, n, C_0, .., C_{n-1}}. */
+int sdc_concat_channels_f32(const float *const *parts, float *y, const int64_t *q) {
+  const int64_t P = q[0], threads = q[1], n = q[2];
+  int64_t C = 0;
+  for (int64_t i = 0; i < n; ++i) C += q[3 + i];
 #pragma omp parallel for num_threads(threads > 1 ? (int)threads : 1) if (threads > 1) schedule(static)
   for (int64_t p = 0; p < P; ++p) {
-    memcpy(y + p * (CA + CB), a + p * CA, sizeof(float) * (size_t)CA);
-    memcpy(y + p * (CA + CB) + CA, b + p * CB, sizeof(float) * (size_t)CB);
+    float *out = y + p * C;
+    for (int64_t i = 0; i < n; ++i) {
+      memcpy(out, parts[i] + p * q[3 + i], sizeof(float) * (size_t)q[3 + i]);
+      out += q[3 + i];
+    }
   }
   return 0;
 }
 
+/* the parts are the call's first four pointers, in order (a run maps each as a value, `w` too) */
 int sdc_concat_channels_call(const float *x, const float *w, const float *bias, const float *res, float *y,
                              const int64_t *q, const float *act) {
-  (void)w, (void)bias, (void)act;
-  return sdc_concat_channels_f32(x, res, y, q);
+  (void)act;
+  const float *parts[4] = {x, w, bias, res};
+  return sdc_concat_channels_f32(parts, y, q);
 }
 
 typedef int (*kernel_call)(const float *, const float *, const float *, const float *, float *, const int64_t *,

@@ -158,7 +158,6 @@ def library() -> ctypes.PyDLL | None:
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = pointers, ctypes.c_int
         lib.sdc_scale_channels_f32.argtypes, lib.sdc_scale_channels_f32.restype = [ctypes.c_void_p] * 4, ctypes.c_int
-        lib.sdc_concat_channels_f32.argtypes, lib.sdc_concat_channels_f32.restype = [ctypes.c_void_p] * 4, ctypes.c_int
         lib.sdc_run_calls.argtypes, lib.sdc_run_calls.restype = [ctypes.c_int64, ctypes.c_void_p], ctypes.c_int
         _library = lib
     return _library or None
@@ -491,28 +490,34 @@ def scale_channels_kernel(scale: int) -> Callable[[torch.Tensor, torch.Tensor], 
     return run
 
 
-def concat_channels_kernel() -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The concat of two float32 channels-last CPU [N, C, H, W] along the channels in C (each pixel's
-    channels of one, then of the other), the result channels-last as torch's; any other operands through
-    torch.cat. As a C kernel it joins the executor's runs (sdc/runtime/c_runs.py): SqueezeNet's fire
-    modules end in one."""
-    fn = _lazy("sdc_concat_channels_f32")
+CONCAT_PARTS = 4  # the most parts a concat along the channels joins in C (a kernel call's pointers)
+
+
+def concat_channels_kernel() -> Callable[..., torch.Tensor]:
+    """The concat of two to four float32 channels-last CPU [N, C, H, W] along the channels in C (each
+    pixel's channels of one, then of the next), the result channels-last as torch's; any other operands
+    through torch.cat. As a C kernel it joins the executor's runs (sdc/runtime/c_runs.py): SqueezeNet's
+    fire modules end in one, Inception's blocks in one of three or four parts."""
+    fn = _lazy("sdc_concat_channels_call")
     cat = torch.cat
 
-    def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    def run(*parts: torch.Tensor) -> torch.Tensor:
         kernel = fn()
-        if (kernel is None or a.dtype is not torch.float32 or b.dtype is not torch.float32 or not a.is_cpu
-                or not b.is_cpu or a.dim() != 4 or b.dim() != 4 or a.shape[0] != b.shape[0]
-                or a.shape[2:] != b.shape[2:] or a.numel() == 0 or b.numel() == 0
-                or not a.is_contiguous(memory_format=torch.channels_last)
-                or not b.is_contiguous(memory_format=torch.channels_last)):
-            return cat((a, b), 1)
-        n, ca, h, w = a.shape
-        cb = b.shape[1]
-        y = torch.empty_strided((n, ca + cb, h, w), _channels_last_strides(n, ca + cb, h, w), dtype=torch.float32)
-        q = (ctypes.c_int64 * 4)(n * h * w, ca, cb, torch.get_num_threads())
-        kernel(a.data_ptr(), b.data_ptr(), y.data_ptr(), q)
-        _note(library().sdc_concat_channels_call, a, None, None, b, y, q, None)
+        first = parts[0]
+        if (kernel is None or not 2 <= len(parts) <= CONCAT_PARTS
+                or any(t.dtype is not torch.float32 or not t.is_cpu or t.dim() != 4 or t.shape[0] != first.shape[0]
+                       or t.shape[2:] != first.shape[2:] or t.numel() == 0
+                       or not t.is_contiguous(memory_format=torch.channels_last) for t in parts)):
+            return cat(parts, 1)
+        n, _, h, w = first.shape
+        channels = [t.shape[1] for t in parts]
+        y = torch.empty_strided((n, sum(channels), h, w), _channels_last_strides(n, sum(channels), h, w),
+                                dtype=torch.float32)
+        q = (ctypes.c_int64 * (3 + len(parts)))(n * h * w, torch.get_num_threads(), len(parts), *channels)
+        pointers = [t.data_ptr() for t in parts] + [None] * (CONCAT_PARTS - len(parts))
+        kernel(*pointers, y.data_ptr(), q, None)
+        args = list(parts) + [None] * (CONCAT_PARTS - len(parts))
+        _note(library().sdc_concat_channels_call, args[0], args[1], args[2], args[3], y, q, None)
         return y
 
     run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run)

@@ -213,10 +213,14 @@ class CRun:
                 pending = next(free_at, None)
             base = 8 * j
             calls[base] = ctypes.cast(call.fn, ctypes.c_void_p).value
-            for k, t in ((1, call.x), (3, call.bias), (4, call.res)):
+            for k, t in ((1, call.x), (2, call.w), (3, call.bias), (4, call.res)):
                 if t is None:
                     continue
                 where = source.get(id(t))
+                if where is None and k == 2:  # a kernel's own (packed) weight
+                    calls[base + k] = t.data_ptr()
+                    plan.keep.append(t)
+                    continue
                 if where is None:
                     return None
                 if where[0] == "input":
@@ -228,9 +232,6 @@ class CRun:
                     calls[base + k] = buffers[where[1]].data_ptr()
                 else:
                     fresh_patches.append((base + k, fresh_of[where[1]]))
-            if call.w is not None:
-                calls[base + 2] = call.w.data_ptr()
-                plan.keep.append(call.w)
             y = call.y
             if slot in self.leaving:
                 fresh_of[j] = len(fresh)

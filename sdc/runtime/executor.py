@@ -660,8 +660,10 @@ def _join_concat_chains(program: list[Callable[[list, RunState], None]],
         between = [f for f in out[i + 1:j] if f.slots]
         parts = inner.ins + outer.ins[1:]
         axis = outer.attrs["axis"]
+        # (a concat along the channels in C takes up to c_conv.CONCAT_PARTS parts)
+        in_c = getattr(outer.direct, "c_run_member", False) and len(parts) <= c_conv.CONCAT_PARTS
         out[j] = dataclasses.replace(outer, ins=parts, kernel=_concat_kernel,
-                                     direct=_concat(axis),
+                                     direct=outer.direct if in_c else _concat(axis),
                                      waits_for_comm=inner.waits_for_comm or outer.waits_for_comm)
         out[i] = FreeSlots((), ())
         for k in range(i + 1, j):

@@ -493,13 +493,20 @@ def test_channel_scaling_matches_torch_bit_for_bit(xs, ss, scale_first, threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("a_shape,b_channels", [((1, 64, 55, 55), 64), ((2, 5, 3, 7), 19), ((3, 1, 1, 1), 2)])
-def test_channel_concat_matches_torch_bit_for_bit(a_shape, b_channels, threads):
-    """A concat of two channels-last tensors along the channels (SqueezeNet's fire modules) in C."""
-    a, b = _channels_last(*a_shape), _channels_last(a_shape[0], b_channels, *a_shape[2:])
+@pytest.mark.parametrize("a_shape,channels", [((1, 64, 55, 55), [64]), ((2, 5, 3, 7), [19]), ((3, 1, 1, 1), [2]),
+                                              ((2, 64, 7, 5), [96, 32, 17]), ((1, 3, 4, 4), [1, 5])])
+def test_channel_concat_matches_torch_bit_for_bit(a_shape, channels, threads):
+    """A concat of two to four channels-last tensors along the channels (SqueezeNet's fire modules,
+    Inception's blocks) in C."""
+    parts = [_channels_last(*a_shape)] + [_channels_last(a_shape[0], c, *a_shape[2:]) for c in channels]
     with _threads(threads):
-        got = c_conv.concat_channels_kernel()(a, b)
-    assert got.is_contiguous(memory_format=torch.channels_last) and torch.equal(got, torch.cat((a, b), 1))
+        got = c_conv.concat_channels_kernel()(*parts)
+    assert got.is_contiguous(memory_format=torch.channels_last) and torch.equal(got, torch.cat(parts, 1))
+
+
+def test_a_concat_of_five_parts_is_torchs():
+    parts = [_channels_last(1, c, 2, 3) for c in (1, 2, 3, 4, 5)]
+    torch.testing.assert_close(c_conv.concat_channels_kernel()(*parts), torch.cat(parts, 1), rtol=0, atol=0)
 
 
 # (kernel, torch's op, operands it leaves to torch, operands it runs): the last pair of each is noted

@@ -1,7 +1,7 @@
 """Runs of C-kernel ops replayed as one call (sdc/runtime/c_runs.py): a small convolution net with
 every kind of op a run takes (a first convolution of 3 channels, grouped, depthwise and 1x1 ones, a
 squeeze-excite block's global pooling and scaling, max pooling, a residual add merged into a convolution, a
-concat along the channels) and one
+concat of four parts along the channels) and one
 convolution whose merged sigmoid torch applies after its kernel (which cuts its run), compiled once, loaded with runs on and off, and run on
 fresh random inputs at two batch sizes against onnxruntime; the replayed results equal the
 instruction-by-instruction ones bit for bit."""
@@ -57,7 +57,7 @@ def _net() -> onnx.ModelProto:
         conv("Conv", ["d", "w7", "b7"], ["c5"]),  # a small 1x1: C
         conv("Add", ["c5", "d"], ["a"]),  # merged into it
         conv("Relu", ["a"], ["ar"]),
-        conv("Concat", ["ar", "d"], ["cc"], axis=1),  # along the channels: C
+        conv("Concat", ["ar", "d", "p", "ar"], ["cc"], axis=1),  # along the channels, four parts: C
         conv("MaxPool", ["cc"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
     ]
     graph = helper.make_graph(nodes, "runs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 24, 20])],
@@ -102,6 +102,8 @@ def test_replayed_runs_match_onnxruntime_and_the_stepwise_call(compiled, monkeyp
             assert np.array_equal(got, stepwise)
         members = {m.name for r in _runs(on) for m in r.members if hasattr(m, "name")}
         assert {"conv", "global_avg_pool", "mul", "max_pool", "concat"} <= members
+        assert any(m.name == "concat" and len(m.ins) == 4 for r in _runs(on) for m in r.members
+                   if hasattr(m, "name"))  # the export's chain of 2-way concats, joined
         plans = [p for r in _runs(on) for p in r.plans.values()]
         assert len(plans) >= 2 and not any(p.stepwise for p in plans)  # one per batch size
         # the convolution with the sigmoid cut its run: the parts around it replay as runs of their own
