@@ -66,7 +66,7 @@ def _single_use(value: ir.Value) -> bool:
     return len(list(value.uses)) == 1
 
 
-class _Weights:
+class WeightValues:
     """Which values are computed from weights alone (memoized per op)."""
 
     def __init__(self):
@@ -90,7 +90,7 @@ class _Weights:
         return result
 
 
-def _per_channel_bias(add: ir.Operation, y: ir.Value, channels: int, dtype: str, is_weight: _Weights):
+def per_channel_bias(add: ir.Operation, y: ir.Value, channels: int, dtype: str, is_weight: WeightValues):
     """The operand that `add` adds to `y` when it is one weight value per channel, else None."""
     if len(add.operands) != 2 or add.results[0].type != y.type:
         return None
@@ -115,7 +115,7 @@ def _per_channel_bias(add: ir.Operation, y: ir.Value, channels: int, dtype: str,
     return None
 
 
-def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
+def fold(bn: ir.Operation, is_weight: WeightValues) -> bool:
     """Fold one `sdc.batch_norm` into the convolution before it; False when it does not apply."""
     x = bn.operands[0]
     producer = defining_op(x)
@@ -140,7 +140,7 @@ def fold(bn: ir.Operation, is_weight: _Weights) -> bool:
     if any(tensor_spec(v.type).dtype != w_spec.dtype or tensor_spec(v.type).shape != (channels,) for v in stats):
         return False
     if add is not None:
-        bias = _per_channel_bias(add, conv.results[0], channels, w_spec.dtype, is_weight)
+        bias = per_channel_bias(add, conv.results[0], channels, w_spec.dtype, is_weight)
         if bias is None:
             return False
     with ir.InsertionPoint(bn), bn.location:
@@ -173,7 +173,7 @@ def _scale_and_shift(bn: ir.Operation, dtype: str) -> tuple[ir.Value, ir.Value]:
     return scale, shift
 
 
-def fold_alone(bn: ir.Operation, is_weight: _Weights) -> bool:
+def fold_alone(bn: ir.Operation, is_weight: WeightValues) -> bool:
     """An `sdc.batch_norm` that `fold` left (of no convolution's result, or of one read again) whose
     statistics are weights -> `x * scale + shift` with per-channel weights; False when it does not apply."""
     x = bn.operands[0]
@@ -194,7 +194,7 @@ def fold_alone(bn: ir.Operation, is_weight: _Weights) -> bool:
     return True
 
 
-def _conv_and_bias(value: ir.Value, is_weight: _Weights):
+def _conv_and_bias(value: ir.Value, is_weight: WeightValues):
     """`value` as `conv(x, w)` or `add(conv(x, w), bias)` with a per-channel weight bias, where `w` is a
     weight and every intermediate is read once: (conv, add or None, bias or None), else None."""
     producer = defining_op(value)
@@ -215,13 +215,13 @@ def _conv_and_bias(value: ir.Value, is_weight: _Weights):
             or w_spec.dtype not in NUMPY_FLOATS):
         return None
     if add is not None:
-        bias = _per_channel_bias(add, producer.results[0], channels, w_spec.dtype, is_weight)
+        bias = per_channel_bias(add, producer.results[0], channels, w_spec.dtype, is_weight)
         if bias is None:
             return None
     return producer, add, bias
 
 
-def _scale_or_shift(op: ir.Operation, is_weight: _Weights):
+def _scale_or_shift(op: ir.Operation, is_weight: WeightValues):
     """For `op` (a mul or add) of a convolution chain and a per-channel weight: (chain, the weight)."""
     for value in op.operands:
         chain = _conv_and_bias(value, is_weight)
@@ -229,7 +229,7 @@ def _scale_or_shift(op: ir.Operation, is_weight: _Weights):
             continue
         conv = chain[0]
         channels = tensor_spec(conv.operands[1].type).shape[0]
-        other = _per_channel_bias(op, value, channels, tensor_spec(conv.results[0].type).dtype, is_weight)
+        other = per_channel_bias(op, value, channels, tensor_spec(conv.results[0].type).dtype, is_weight)
         if other is not None:
             return chain, other
     return None
@@ -244,7 +244,7 @@ def _row(flat: ir.Value, rank: int) -> ir.Value:
     return create("reshape", [flat], {"shape": [1, tensor_spec(flat.type).shape[0]] + [1] * (rank - 2)}).results[0]
 
 
-def fold_scale(mul: ir.Operation, is_weight: _Weights) -> bool:
+def fold_scale(mul: ir.Operation, is_weight: WeightValues) -> bool:
     """`mul(conv(x, w) [+ b], s)` with per-channel weight `s` -> `conv(x, w * s) [+ b * s]`."""
     found = _scale_or_shift(mul, is_weight)
     if found is None:
@@ -268,7 +268,7 @@ def fold_scale(mul: ir.Operation, is_weight: _Weights) -> bool:
     return True
 
 
-def fold_shift(outer: ir.Operation, is_weight: _Weights) -> bool:
+def fold_shift(outer: ir.Operation, is_weight: WeightValues) -> bool:
     """`add(conv(x, w) + b, t)` with per-channel weights `b`, `t` -> `conv(x, w) + (b + t)`."""
     found = _scale_or_shift(outer, is_weight)
     if found is None or found[0][1] is None:
@@ -298,7 +298,7 @@ class FoldConvBatchNormPass(ModulePass):
                "weight and a bias")
 
     def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
-        is_weight = _Weights()
+        is_weight = WeightValues()
         for bn in walk_ops(module, "sdc.batch_norm"):
             if not fold(bn, is_weight):
                 fold_alone(bn, is_weight)

@@ -40,7 +40,7 @@ from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass, walk_ops
-from sdc.transforms.fold_conv_batch_norm import _per_channel_bias, _single_use, _Weights
+from sdc.transforms.fold_conv_batch_norm import WeightValues, per_channel_bias
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 
@@ -62,7 +62,7 @@ def patch_kernel(conv: ir.Operation) -> list[int] | None:
     return kernel
 
 
-def rewrite(conv: ir.Operation, kernel: list[int], is_weight: _Weights) -> None:
+def rewrite(conv: ir.Operation, kernel: list[int], is_weight: WeightValues) -> None:
     """Replace `conv` (and the bias add that reads it, if any) by the matmul of its patches."""
     x, w = conv.operands
     spec = tensor_spec(x.type)
@@ -70,8 +70,8 @@ def rewrite(conv: ir.Operation, kernel: list[int], is_weight: _Weights) -> None:
     tiles = [size // k for size, k in zip(spec.shape[2:], kernel)]
     y = conv.results[0]
     uses = list(y.uses)
-    bias_add = uses[0].owner if _single_use(y) and uses[0].owner.name == "sdc.add" else None
-    bias = (_per_channel_bias(bias_add, y, out_channels, spec.dtype, is_weight) if bias_add is not None else None)
+    bias_add = uses[0].owner if len(uses) == 1 and uses[0].owner.name == "sdc.add" else None
+    bias = (per_channel_bias(bias_add, y, out_channels, spec.dtype, is_weight) if bias_add is not None else None)
     last = bias_add if bias is not None else conv
     with ir.InsertionPoint(last), conv.location:
         split = [-1, channels] + [d for pair in zip(tiles, kernel) for d in pair]
@@ -99,7 +99,7 @@ class PatchConvPass(ModulePass):
     summary = "a convolution whose windows tile its input (stride = kernel, no padding) becomes a matmul of patches"
 
     def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
-        is_weight = _Weights()
+        is_weight = WeightValues()
         for conv in walk_ops(module, "sdc.conv"):
             if conv.name != "sdc.conv":  # (a prefix: sdc.conv_transpose, sdc.conv_weight_grad)
                 continue
