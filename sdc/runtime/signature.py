@@ -351,9 +351,9 @@ def _numel(shape: Sequence[int]) -> int:
 def _from_numpy(name: str, array: np.ndarray) -> torch.Tensor:
     """A torch view of a checked numpy input, copying only where torch needs it: byte order not
     the machine's (torch has no big-endian tensors), read-only memory, negative strides."""
-    flags = array.flags
-    if array.dtype.isnative and flags.writeable and (flags.c_contiguous or not any(s < 0 for s in array.strides)):
-        return torch.from_numpy(array)  # (the common case, first)
+    # (the common case first; numpy calls a size-1 dim of negative stride C-contiguous, torch refuses it)
+    if array.dtype.isnative and array.flags.writeable and (not array.strides or min(array.strides) >= 0):
+        return torch.from_numpy(array)
     if not array.dtype.isnative:
         check_alloc(array.size * array.itemsize, f"input '{name}' (converted to native byte order)")
         array = array.astype(array.dtype.newbyteorder("="))
