@@ -30,6 +30,7 @@
  * Sums run over the taps then the input channels, in float, one fused multiply-add each where the
  * target has them (-march=native).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -970,6 +971,46 @@ int sdc_block_transpose_f32(const float *restrict in, float *restrict out, int64
   return 0;
 }
 
+/* ---------------------------------------------------------------- local response normalization */
+
+/* y[p][c] = x[p][c] * s^-beta, s = bias + alpha / size * (the sum of x[p][c']^2 over the window of c'
+ * from c - before to c + after, channels past either end none), for channels-last x, y [P][C];
+ * q = {P, C, before, after, threads, power} with power 1: beta 0.75 (1 / sqrt(s * sqrt(s))), 2: 0.5,
+ * 3: 1, 0: powf; f = {alpha / size, bias, beta}. The window sums its squares in channel order, as the
+ * reference's shifted slices do. 0, or 1 when a thread's row buffers were not allocated. */
+int sdc_lrn_f32(const float *x, float *y, const int64_t *q, const float *f) {
+  const int64_t P = q[0], C = q[1], before = q[2], after = q[3], threads = q[4], power = q[5];
+  const int64_t taps = before + after + 1;
+  const float scale = f[0], bias = f[1], beta = f[2];
+  int failed = 0;
+#pragma omp parallel num_threads(threads > 1 ? (int)threads : 1) if (threads > 1) reduction(|: failed)
+  {
+    float *pad = calloc((size_t)(C + taps), sizeof(float)), *sum = malloc(sizeof(float) * (size_t)(C > 0 ? C : 1));
+    if (!pad || !sum) {
+      failed = 1;
+    } else {
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < P; ++p) {
+        const float *xp = x + p * C;
+        float *yp = y + p * C;
+        for (int64_t c = 0; c < C; ++c) pad[before + c] = xp[c] * xp[c]; /* (the pads stay 0) */
+        for (int64_t c = 0; c < C; ++c) sum[c] = pad[c];
+        for (int64_t k = 1; k < taps; ++k)
+          for (int64_t c = 0; c < C; ++c) sum[c] += pad[c + k];
+        switch (power) {
+        case 1: for (int64_t c = 0; c < C; ++c) { const float s = sum[c] * scale + bias; yp[c] = xp[c] * (1.0f / sqrtf(sqrtf(s) * s)); } break;
+        case 2: for (int64_t c = 0; c < C; ++c) { const float s = sum[c] * scale + bias; yp[c] = xp[c] * (1.0f / sqrtf(s)); } break;
+        case 3: for (int64_t c = 0; c < C; ++c) { const float s = sum[c] * scale + bias; yp[c] = xp[c] * (1.0f / s); } break;
+        default: for (int64_t c = 0; c < C; ++c) { const float s = sum[c] * scale + bias; yp[c] = xp[c] * powf(s, -beta); }
+        }
+      }
+    }
+    free(pad);
+    free(sum);
+  }
+  return failed;
+}
+
 /* ---------------------------------------------------------------- recorded runs */
 
 /* The pooling kernels in the convolutions' form (x, w, bias, res, y, q, act), so that a recorded run of
@@ -992,6 +1033,12 @@ int sdc_global_avg_pool_call(const float *x, const float *w, const float *bias, 
                              const int64_t *q, const float *act) {
   (void)w, (void)bias, (void)res, (void)act;
   return sdc_global_avg_pool_f32(x, y, q[0], q[1], q[2], q[3]);
+}
+
+int sdc_lrn_call(const float *x, const float *w, const float *bias, const float *res, float *y, const int64_t *q,
+                 const float *act) {
+  (void)w, (void)bias, (void)res;
+  return sdc_lrn_f32(x, y, q, act);
 }
 
 int sdc_block_transpose_call(const float *x, const float *w, const float *bias, const float *res, float *y,

@@ -543,3 +543,34 @@ def test_scaling_and_concat_leave_other_operands_to_torch(monkeypatch, which):
     assert calls == []  # none of them ran the C kernel (a run would have recorded it)
     assert torch.equal(kernel(*taken), torch_op(*taken))
     assert calls == [1]
+
+
+def _lrn_numpy(x: np.ndarray, size: int, alpha: float, beta: float, bias: float) -> np.ndarray:
+    """ONNX's LRN in float64: the window of channel c is c - (size-1)//2 .. c + size-1-(size-1)//2."""
+    c = x.shape[1]
+    sq = x.astype(np.float64) ** 2
+    out = np.empty_like(sq)
+    for k in range(c):
+        lo, hi = max(0, k - (size - 1) // 2), min(c - 1, k + size - 1 - (size - 1) // 2)
+        out[:, k] = (bias + alpha / size * sq[:, lo:hi + 1].sum(axis=1)) ** -beta
+    return x * out
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape,size,beta", [((2, 96, 9, 7), 5, 0.75), ((1, 16, 5, 5), 4, 0.5),
+                                             ((3, 3, 2, 2), 9, 1.0), ((1, 8, 3, 4), 3, 0.6), ((1, 1, 2, 2), 5, 0.75)])
+def test_lrn_matches_the_onnx_formula(shape, size, beta, threads):
+    """AlexNet's and GoogLeNet's local response normalization in C on channels-last float32: even
+    windows, windows wider than the channels, each beta's form (powf for others); row-major operands
+    go to the reference."""
+    attrs = {"size": size, "alpha": 2e-3, "beta": beta, "bias": 1.5}
+    ref = get_op("lrn").ref
+    kernel = c_conv.lrn_kernel(ref, attrs)
+    x = _channels_last(*shape) * 3
+    with _threads(threads):
+        got = kernel(None, attrs, x)
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_allclose(got.numpy(), _lrn_numpy(x.numpy(), size, 2e-3, beta, 1.5), rtol=2e-6, atol=1e-7)
+    torch.testing.assert_close(got, ref(None, attrs, x), rtol=2e-6, atol=1e-7)
+    row_major = x.contiguous()
+    torch.testing.assert_close(kernel(None, attrs, row_major), ref(None, attrs, row_major), rtol=0, atol=0)

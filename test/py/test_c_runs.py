@@ -1,7 +1,7 @@
 """Runs of C-kernel ops replayed as one call (sdc/runtime/c_runs.py): a small convolution net with
 every kind of op a run takes (a first convolution of 3 channels, grouped, depthwise and 1x1 ones, a
-squeeze-excite block's global pooling and scaling, max pooling, a residual add merged into a convolution, a
-concat of four parts along the channels) and one
+squeeze-excite block's global pooling and scaling, max pooling, a local response normalization, a residual
+add merged into a convolution, a concat of four parts along the channels) and one
 convolution whose merged sigmoid torch applies after its kernel (which cuts its run), compiled once, loaded with runs on and off, and run on
 fresh random inputs at two batch sizes against onnxruntime; the replayed results equal the
 instruction-by-instruction ones bit for bit."""
@@ -52,8 +52,9 @@ def _net() -> onnx.ModelProto:
         conv("Conv", ["m", "w6", "b6"], ["c4"], pads=[1, 1, 1, 1]),
         conv("Sigmoid", ["c4"], ["r4"]),
         conv("MaxPool", ["r4"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        conv("LRN", ["p"], ["lp"], size=3, alpha=1e-2, beta=0.75, bias=1.0),
         # a depthwise convolution whose input the run frees after it: its result must not take that buffer
-        conv("Conv", ["p", "w8"], ["d"], group=16, pads=[1, 1, 1, 1]),
+        conv("Conv", ["lp", "w8"], ["d"], group=16, pads=[1, 1, 1, 1]),
         conv("Conv", ["d", "w7", "b7"], ["c5"]),  # a small 1x1: C
         conv("Add", ["c5", "d"], ["a"]),  # merged into it
         conv("Relu", ["a"], ["ar"]),
@@ -101,7 +102,7 @@ def test_replayed_runs_match_onnxruntime_and_the_stepwise_call(compiled, monkeyp
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
             assert np.array_equal(got, stepwise)
         members = {m.name for r in _runs(on) for m in r.members if hasattr(m, "name")}
-        assert {"conv", "global_avg_pool", "mul", "max_pool", "concat"} <= members
+        assert {"conv", "global_avg_pool", "mul", "max_pool", "concat", "lrn"} <= members
         assert any(m.name == "concat" and len(m.ins) == 4 for r in _runs(on) for m in r.members
                    if hasattr(m, "name"))  # the export's chain of 2-way concats, joined
         plans = [p for r in _runs(on) for p in r.plans.values()]
