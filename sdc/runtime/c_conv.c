@@ -1011,6 +1011,36 @@ int sdc_lrn_f32(const float *x, float *y, const int64_t *q, const float *f) {
   return failed;
 }
 
+/* ---------------------------------------------------------------- linear resizing */
+
+/* y[n][oy][ox] = r0 * (c0 * x[n][i0][j0] + c1 * x[n][i0][j1]) + r1 * (c0 * x[n][i1][j0] + c1 * x[n][i1][j1])
+ * per channel, for channels-last x [N][H][W][C] and y [N][OH][OW][C], where output row oy reads input rows
+ * i0, i1 = rows[2 oy], rows[2 oy + 1] with weights r0, r1 = f[2 oy], f[2 oy + 1], and column ox columns
+ * j0, j1 = cols[2 ox], cols[2 ox + 1] with c0, c1 = f[2 OH + 2 ox], f[2 OH + 2 ox + 1]: ONNX's linear
+ * Resize of the two spatial dims, the taps computed by the caller. q = {N, H, W, C, OH, OW, threads,
+ * rows[2 OH], cols[2 OW]}. */
+int sdc_resize_linear_f32(const float *x, float *y, const int64_t *q, const float *f) {
+  const int64_t N = q[0], H = q[1], W = q[2], C = q[3], OH = q[4], OW = q[5], threads = q[6];
+  const int64_t *rows = q + 7, *cols = q + 7 + 2 * OH;
+  const float *rw = f, *cw = f + 2 * OH;
+#pragma omp parallel for num_threads(threads > 1 ? (int)threads : 1) if (threads > 1) schedule(static)
+  for (int64_t item = 0; item < N * OH; ++item) {
+    const int64_t n = item / OH, oy = item % OH;
+    const float *x0 = x + (n * H + rows[2 * oy]) * W * C, *x1 = x + (n * H + rows[2 * oy + 1]) * W * C;
+    const float r0 = rw[2 * oy], r1 = rw[2 * oy + 1];
+    float *yr = y + item * OW * C;
+    for (int64_t ox = 0; ox < OW; ++ox) {
+      const int64_t j0 = cols[2 * ox] * C, j1 = cols[2 * ox + 1] * C;
+      const float c0 = cw[2 * ox], c1 = cw[2 * ox + 1];
+      float *yp = yr + ox * C;
+      for (int64_t c = 0; c < C; ++c)
+        yp[c] = r0 * (c0 * x0[j0 + c] + c1 * x0[j1 + c]) + r1 * (c0 * x1[j0 + c] + c1 * x1[j1 + c]);
+    }
+  }
+  (void)W;
+  return 0;
+}
+
 /* ---------------------------------------------------------------- recorded runs */
 
 /* The pooling kernels in the convolutions' form (x, w, bias, res, y, q, act), so that a recorded run of
@@ -1033,6 +1063,12 @@ int sdc_global_avg_pool_call(const float *x, const float *w, const float *bias, 
                              const int64_t *q, const float *act) {
   (void)w, (void)bias, (void)res, (void)act;
   return sdc_global_avg_pool_f32(x, y, q[0], q[1], q[2], q[3]);
+}
+
+int sdc_resize_linear_call(const float *x, const float *w, const float *bias, const float *res, float *y,
+                           const int64_t *q, const float *act) {
+  (void)w, (void)bias, (void)res;
+  return sdc_resize_linear_f32(x, y, q, act);
 }
 
 int sdc_lrn_call(const float *x, const float *w, const float *bias, const float *res, float *y, const int64_t *q,

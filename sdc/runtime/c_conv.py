@@ -48,8 +48,8 @@ Also here: the channel shuffle of a channels-last float32 tensor as one pass of 
 (`block_transpose_kernel`), 2-4x faster than torch's strided copy of it, and an NCHW image of 2-4 channels
 made channels-last the same way (`channels_last_kernel`); and 2-d max and average pooling of one
 (`pool_kernel`), vectorized over the channels as they lie (ShuffleNet's first max pooling: torch 190
-us, here 58); local response normalization (`lrn_kernel`); a concat of up to four parts along the
-channels (`concat_channels_kernel`).
+us, here 58); local response normalization (`lrn_kernel`); a linear resize of the spatial dims
+(`resize_kernel`); a concat of up to four parts along the channels (`concat_channels_kernel`).
 
 Measured on this project's 2-core AMD EPYC (AVX-512), one thread, each kernel alone against oneDNN's
 prepacked call with its post-op (2026-12-04), as a fraction of oneDNN's time: ShuffleNet's grouped 1x1
@@ -152,11 +152,13 @@ def library() -> ctypes.PyDLL | None:
         for name in ("sdc_max_pool_f32", "sdc_avg_pool_f32"):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = [ctypes.c_void_p] * 3, ctypes.c_int
-        lib.sdc_lrn_f32.argtypes, lib.sdc_lrn_f32.restype = [ctypes.c_void_p] * 4, ctypes.c_int
+        for name in ("sdc_lrn_f32", "sdc_resize_linear_f32"):
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = [ctypes.c_void_p] * 4, ctypes.c_int
         lib.sdc_global_avg_pool_f32.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 4
         lib.sdc_global_avg_pool_f32.restype = ctypes.c_int
         for name in ("sdc_max_pool_call", "sdc_avg_pool_call", "sdc_global_avg_pool_call", "sdc_block_transpose_call",
-                     "sdc_scale_channels_call", "sdc_concat_channels_call", "sdc_lrn_call"):
+                     "sdc_scale_channels_call", "sdc_concat_channels_call", "sdc_lrn_call", "sdc_resize_linear_call"):
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = pointers, ctypes.c_int
         lib.sdc_scale_channels_f32.argtypes, lib.sdc_scale_channels_f32.restype = [ctypes.c_void_p] * 4, ctypes.c_int
@@ -559,6 +561,57 @@ def lrn_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
             return ref(env, a, x)
         if _recording_now():
             _note(library().sdc_lrn_call, x, None, None, None, y, sizes, floats)
+        return y
+
+    return run
+
+
+def resize_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
+    """ONNX's linear Resize of the two spatial dims of a float32 channels-last CPU [N, C, H, W] in C (each
+    output pixel two rows by two columns of input pixels, over the channels as they lie), its taps those
+    the reference computes (`_resize_taps`, per input shape and output size); any other resize, or
+    operand, through `ref`. torch's interpolate took 64-91 us of the segmentation model's 2.1 ms call
+    for its two upsamplings (2 threads), and cut its C runs."""
+    from sdc.dialect.ops.indexing import _resize_taps
+
+    fn = _lazy("sdc_resize_linear_f32")
+    if (attrs.get("mode") != "linear" or attrs.get("antialias") or attrs.get("roi")
+            or attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize"
+            or [int(ax) for ax in attrs.get("axes", ())] not in ([2, 3], [-2, -1]) or not c_kernels_enabled()):
+        return ref
+    calls: dict = {}  # per input layout, output size and thread count: (sizes, weights, result shape), or None
+
+    def call_of(x: torch.Tensor, threads: int, out: tuple[int, int]):
+        if not (x.dim() == 4 and x.numel() > 0 and min(out) > 0 and x.is_contiguous(memory_format=torch.channels_last)):
+            return None
+        n, c, h, w = x.shape
+        taps = []
+        for i, (out_len, in_len) in enumerate(zip(out, (h, w))):
+            scale = attrs["scales"][i] if attrs["scales"] else out_len / in_len
+            index, weights, outside = _resize_taps(attrs, out_len, in_len, scale, None)
+            if outside is not None or index.shape[1] != 2:
+                return None
+            taps.append((index, weights))
+        (ri, rw), (ci, cw) = taps
+        sizes = (ctypes.c_int64 * (7 + 2 * (out[0] + out[1])))(n, h, w, c, out[0], out[1], threads,
+                                                                   *ri.reshape(-1).tolist(), *ci.reshape(-1).tolist())
+        weights = (ctypes.c_float * (2 * (out[0] + out[1])))(*rw.reshape(-1).tolist(), *cw.reshape(-1).tolist())
+        return sizes, weights, (n, c, out[0], out[1])
+
+    def run(env, a, x):
+        resize = fn() if x.dtype is torch.float32 and x.is_cpu else None
+        call = None
+        if resize is not None:
+            out = tuple(env.dim(d) for d in a["sizes"])
+            call = kept(calls, (x.shape, x.stride(), torch.get_num_threads(), out), call_of, x,
+                        torch.get_num_threads(), out)
+        if call is None:
+            return ref(env, a, x)
+        sizes, weights, shape = call
+        y = torch.empty_strided(shape, _channels_last_strides(*shape), dtype=torch.float32)
+        resize(x.data_ptr(), y.data_ptr(), sizes, weights)
+        if _recording_now():
+            _note(library().sdc_resize_linear_call, x, None, None, None, y, sizes, weights)
         return y
 
     return run

@@ -1,7 +1,7 @@
 """Runs of the CPU executor's C-kernel ops replayed as one call: the `CRun` instruction.
 
-A convolution, pooling, global average pooling, local response normalization, channel shuffle, channel
-scaling or concat that runs in c_conv.c costs some 5 us of Python per
+A convolution, pooling, global average pooling, local response normalization, linear resize, channel
+shuffle, channel scaling or concat that runs in c_conv.c costs some 5 us of Python per
 call besides its kernel (the thread gate, the kernel's checks of its operands, its result's allocation,
 the ctypes call), and more with the caches cold: in the bench, where other engines run between two
 calls, the Python of a MobileNet-v3 segmentation model's 75 such instructions took 0.4-0.6 ms more
@@ -46,7 +46,7 @@ from sdc.runtime.switches import env_switch
 RUNS_ENV = "SDC_C_RUNS"
 # and an op whose direct kernel says it is one (`c_run_member`: a channel shuffle, a squeeze-excite
 # scaling, a concat along the channels)
-RUN_OPS = ("conv", "global_avg_pool", "max_pool", "avg_pool", "lrn")
+RUN_OPS = ("conv", "global_avg_pool", "max_pool", "avg_pool", "lrn", "resize")
 PLANS = 8  # input layouts a run keeps a plan for
 
 

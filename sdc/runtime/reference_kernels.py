@@ -97,6 +97,8 @@ def reference_kernel(name: str, ref: Kernel, in_place: int | None = None,
         return c_conv.global_avg_pool_kernel(ref)  # likewise
     if name == "lrn" and in_place is None and attrs is not None:
         return c_conv.lrn_kernel(ref, attrs)  # likewise
+    if name == "resize" and in_place is None and attrs is not None:
+        return c_conv.resize_kernel(ref, attrs)  # a linear one of the spatial dims: likewise
     if name == "conv" and in_place is None and attrs is not None:
         weight = constants[1] if len(constants) > 1 else None
         packed = packed_conv(ref, attrs, weight, input_shape) if weight is not None else None

@@ -1,7 +1,7 @@
 """Runs of C-kernel ops replayed as one call (sdc/runtime/c_runs.py): a small convolution net with
 every kind of op a run takes (a first convolution of 3 channels, grouped, depthwise and 1x1 ones, a
 squeeze-excite block's global pooling and scaling, max pooling, a local response normalization, a residual
-add merged into a convolution, a concat of four parts along the channels) and one
+add merged into a convolution, a concat of four parts along the channels, a linear resize) and one
 convolution whose merged sigmoid torch applies after its kernel (which cuts its run), compiled once, loaded with runs on and off, and run on
 fresh random inputs at two batch sizes against onnxruntime; the replayed results equal the
 instruction-by-instruction ones bit for bit."""
@@ -34,7 +34,8 @@ def _net() -> onnx.ModelProto:
     inits = [weight("w1", 16, 3, 3, 3), weight("b1", 16), weight("w2", 32, 4, 1, 1), weight("b2", 32),
              weight("w3", 32, 1, 3, 3), weight("w4", 8, 32, 1, 1), weight("b4", 8), weight("w5", 32, 8, 1, 1),
              weight("b5", 32), weight("w6", 16, 32, 3, 3), weight("b6", 16), weight("w7", 16, 16, 1, 1),
-             weight("b7", 16), weight("w8", 16, 1, 3, 3)]
+             weight("b7", 16), weight("w8", 16, 1, 3, 3),
+             numpy_helper.from_array(np.array([1, 1, 1.5, 2], np.float32), "scales")]
     conv = helper.make_node
     nodes = [
         conv("Conv", ["x", "w1", "b1"], ["c1"], strides=[2, 2], pads=[1, 1, 1, 1]),  # 3 channels: gathered
@@ -59,7 +60,8 @@ def _net() -> onnx.ModelProto:
         conv("Add", ["c5", "d"], ["a"]),  # merged into it
         conv("Relu", ["a"], ["ar"]),
         conv("Concat", ["ar", "d", "p", "ar"], ["cc"], axis=1),  # along the channels, four parts: C
-        conv("MaxPool", ["cc"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+        conv("Resize", ["cc", "", "scales"], ["up"], mode="linear"),  # (linear over H and W: C)
+        conv("MaxPool", ["up"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
     ]
     graph = helper.make_graph(nodes, "runs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 24, 20])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
@@ -102,9 +104,11 @@ def test_replayed_runs_match_onnxruntime_and_the_stepwise_call(compiled, monkeyp
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
             assert np.array_equal(got, stepwise)
         members = {m.name for r in _runs(on) for m in r.members if hasattr(m, "name")}
-        assert {"conv", "global_avg_pool", "mul", "max_pool", "concat", "lrn"} <= members
+        assert {"conv", "global_avg_pool", "mul", "max_pool", "concat", "lrn", "resize"} <= members
         assert any(m.name == "concat" and len(m.ins) == 4 for r in _runs(on) for m in r.members
                    if hasattr(m, "name"))  # the export's chain of 2-way concats, joined
+        assert any(m.kernel.__qualname__.startswith("resize_kernel.") for r in _runs(on) for m in r.members
+                   if getattr(m, "name", None) == "resize")  # (the C kernel's, not the reference)
         plans = [p for r in _runs(on) for p in r.plans.values()]
         assert len(plans) >= 2 and not any(p.stepwise for p in plans)  # one per batch size
         # the convolution with the sigmoid cut its run: the parts around it replay as runs of their own
