@@ -573,7 +573,8 @@ def test_lrn_matches_the_onnx_formula(shape, size, beta, threads):
     np.testing.assert_allclose(got.numpy(), _lrn_numpy(x.numpy(), size, 2e-3, beta, 1.5), rtol=2e-6, atol=1e-7)
     torch.testing.assert_close(got, ref(None, attrs, x), rtol=2e-6, atol=1e-7)
     row_major = x.contiguous()
-    torch.testing.assert_close(kernel(None, attrs, row_major), ref(None, attrs, row_major), rtol=0, atol=0)
+    if not row_major.is_contiguous(memory_format=torch.channels_last):  # (one channel is both)
+        torch.testing.assert_close(kernel(None, attrs, row_major), ref(None, attrs, row_major), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -607,4 +608,5 @@ def test_linear_resize_matches_the_reference(shape, out, mode, threads):
     nearest = c_conv.resize_kernel(op.ref, {**attrs, "mode": "nearest"})
     assert nearest is op.ref
     row_major = x.contiguous()
-    torch.testing.assert_close(kernel(env, attrs, row_major), op.ref(env, attrs, row_major), rtol=0, atol=0)
+    if not row_major.is_contiguous(memory_format=torch.channels_last):  # (one channel is both)
+        torch.testing.assert_close(kernel(env, attrs, row_major), op.ref(env, attrs, row_major), rtol=0, atol=0)
