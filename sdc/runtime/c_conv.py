@@ -69,6 +69,7 @@ from typing import Any, Callable
 
 import torch
 
+from sdc.limits import check_alloc
 from sdc.runtime.c_launcher import CCompileError, build_parallel_library, c_kernels_enabled
 from sdc.runtime.kept import kept
 
@@ -585,6 +586,7 @@ def resize_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
         if not (x.dim() == 4 and x.numel() > 0 and min(out) > 0 and x.is_contiguous(memory_format=torch.channels_last)):
             return None
         n, c, h, w = x.shape
+        check_alloc(4 * n * c * out[0] * out[1], "the result of a linear resize")  # (before its taps' arrays)
         taps = []
         for i, (out_len, in_len) in enumerate(zip(out, (h, w))):
             scale = attrs["scales"][i] if attrs["scales"] else out_len / in_len
