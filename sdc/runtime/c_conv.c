@@ -1037,7 +1037,6 @@ int sdc_resize_linear_f32(const float *x, float *y, const int64_t *q, const floa
         yp[c] = r0 * (c0 * x0[j0 + c] + c1 * x0[j1 + c]) + r1 * (c0 * x1[j0 + c] + c1 * x1[j1 + c]);
     }
   }
-  (void)W;
   return 0;
 }
 

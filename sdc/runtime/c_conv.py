@@ -519,10 +519,9 @@ def concat_channels_kernel() -> Callable[..., torch.Tensor]:
         y = torch.empty_strided((n, sum(channels), h, w), _channels_last_strides(n, sum(channels), h, w),
                                 dtype=torch.float32)
         q = (ctypes.c_int64 * (3 + len(parts)))(n * h * w, torch.get_num_threads(), len(parts), *channels)
-        pointers = [t.data_ptr() for t in parts] + [None] * (CONCAT_PARTS - len(parts))
-        kernel(*pointers, y.data_ptr(), q, None)
-        args = list(parts) + [None] * (CONCAT_PARTS - len(parts))
-        _note(library().sdc_concat_channels_call, args[0], args[1], args[2], args[3], y, q, None)
+        args = [*parts, *[None] * (CONCAT_PARTS - len(parts))]  # the call's first four pointers
+        kernel(*[t.data_ptr() if t is not None else None for t in args], y.data_ptr(), q, None)
+        _note(library().sdc_concat_channels_call, *args, y, q, None)
         return y
 
     run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run)
@@ -570,10 +569,10 @@ def lrn_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
 def resize_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
     """ONNX's linear Resize of the two spatial dims of a float32 channels-last CPU [N, C, H, W] in C (each
     output pixel two rows by two columns of input pixels, over the channels as they lie), its taps those
-    the reference computes (`_resize_taps`, per input shape and output size); any other resize, or
+    the reference computes (`resize_taps`, per input shape and output size); any other resize, or
     operand, through `ref`. torch's interpolate took 64-91 us of the segmentation model's 2.1 ms call
     for its two upsamplings (2 threads), and cut its C runs."""
-    from sdc.dialect.ops.indexing import _resize_taps
+    from sdc.dialect.ops.indexing import resize_taps
 
     fn = _lazy("sdc_resize_linear_f32")
     if (attrs.get("mode") != "linear" or attrs.get("antialias") or attrs.get("roi")
@@ -590,7 +589,7 @@ def resize_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
         taps = []
         for i, (out_len, in_len) in enumerate(zip(out, (h, w))):
             scale = attrs["scales"][i] if attrs["scales"] else out_len / in_len
-            index, weights, outside = _resize_taps(attrs, out_len, in_len, scale, None)
+            index, weights, outside = resize_taps(attrs, out_len, in_len, scale, None)
             if outside is not None or index.shape[1] != 2:
                 return None
             taps.append((index, weights))
@@ -604,9 +603,8 @@ def resize_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
         resize = fn() if x.dtype is torch.float32 and x.is_cpu else None
         call = None
         if resize is not None:
-            out = tuple(env.dim(d) for d in a["sizes"])
-            call = kept(calls, (x.shape, x.stride(), torch.get_num_threads(), out), call_of, x,
-                        torch.get_num_threads(), out)
+            out, threads = tuple(env.dim(d) for d in a["sizes"]), torch.get_num_threads()
+            call = kept(calls, (x.shape, x.stride(), threads, out), call_of, x, threads, out)
         if call is None:
             return ref(env, a, x)
         sizes, weights, shape = call

@@ -258,10 +258,8 @@ def _copy(shape, itemsize: int, src_offset: int, src_strides, dst_offset: int, d
     """The domain array `d` of one `sdc_strided_copy` (SEQUENCER), over the fewest dims: size-1 dims
     dropped, and a dim merged into the one before it where both sides step over the pair as over one
     dim (a transpose's unmoved neighbours, a slice's whole rows), so its rows are as long as they can be."""
-    dims: list[tuple[int, int, int]] = []
-    if 0 in shape:
-        dims = list(zip(shape, src_strides, dst_strides))
-    for n, s, t in zip(shape, src_strides, dst_strides) if not dims else ():
+    dims: list[tuple[int, int, int]] = []  # (a 0 among them stays: the copy then copies nothing)
+    for n, s, t in zip(shape, src_strides, dst_strides):
         if n == 1:
             continue
         if dims and dims[-1][1] == s * n and dims[-1][2] == t * n:
@@ -396,6 +394,11 @@ class CSegment:
             buffers.append((tuple(shape), dtype))
             return ("buffer", len(buffers) - 1)
 
+        def computed(slot: int, value: torch.Tensor) -> None:  # a determined slot's value, made now
+            real[slot] = value.contiguous()
+            meta[slot] = torch.empty(value.shape, dtype=value.dtype, device="meta")
+            storage[slot] = ("value", slot)
+
         def where(slot: int) -> tuple[str, int]:
             kind, n = storage[slot]
             if kind != "value":
@@ -420,9 +423,7 @@ class CSegment:
                     with torch.inference_mode():
                         m(scratch, state)
                     for slot in m.result_slots:
-                        real[slot] = scratch[slot].contiguous()
-                        meta[slot] = torch.empty(real[slot].shape, dtype=real[slot].dtype, device="meta")
-                        storage[slot] = ("value", slot)
+                        computed(slot, scratch[slot])
                     continue
                 if isinstance(m, CLaunch):
                     known = m._settle([meta[s] for s in m.arg_slots])
@@ -445,9 +446,7 @@ class CSegment:
                                                           for t in ys):
                         return _Plan(stepwise=True)
                     for slot, value in zip(m.outs, ys):
-                        real[slot] = value.contiguous()
-                        meta[slot] = torch.empty(value.shape, dtype=value.dtype, device="meta")
-                        storage[slot] = ("value", slot)
+                        computed(slot, value)
                         if len(m.ins) == 1 and _aliases(real[slot], real[m.ins[0]]):
                             storage[slot] = storage[m.ins[0]]  # a reshape's: the operand's memory
                     continue

@@ -438,7 +438,7 @@ def _cubic_kernel(s: torch.Tensor, a: float) -> torch.Tensor:
     return torch.where(s <= 1, near, torch.where(s < 2, far, torch.zeros_like(s)))
 
 
-def _resize_taps(a: dict, out_len: int, in_len: int, scale: float, roi):
+def resize_taps(a: dict, out_len: int, in_len: int, scale: float, roi):
     """Per output position, the input indices and weights it combines: ([out, n] int64, [out, n] f64), and
     the positions that take `extrapolation_value` (or None)."""
     x, outside = _source_coords(a["coordinate_transformation_mode"], out_len, in_len, scale, roi)
@@ -536,7 +536,7 @@ def _resize_ref(env, a, x):
         if math.isclose(scale, 1.0) and out_len == in_len and (
                 axis_roi is None or (math.isclose(axis_roi[0], 0.0) and math.isclose(axis_roi[1], 1.0))):
             continue
-        index, weights, outside = _resize_taps(a, out_len, in_len, scale, axis_roi)
+        index, weights, outside = resize_taps(a, out_len, in_len, scale, axis_roi)
         y = _resize_axis(y, axis, index, weights, nearest)
         if outside is not None and bool(outside.any()):
             mask = outside.reshape((out_len,) + (1,) * (y.dim() - axis - 1))
