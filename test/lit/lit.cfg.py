@@ -14,5 +14,8 @@ config.excludes = ["lit.cfg.py", "Inputs"]
 bin_dir = os.path.dirname(sys.executable)
 config.environment["PATH"] = bin_dir + os.pathsep + config.environment.get("PATH", os.environ.get("PATH", ""))
 config.environment["PYTHONDONTWRITEBYTECODE"] = "1"
+# A checkout run with another checkout's venv (PYTHONPATH=<checkout>) tests its own sources.
+if os.environ.get("PYTHONPATH"):
+    config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]
 config.substitutions.append(("%python", sys.executable))
 config.substitutions.append(("FileCheck", "filecheck"))
