@@ -123,7 +123,7 @@ def build_artifact(module, params: Mapping[str, Any] | None, output: str | os.Pa
     run_pipeline(module, pipeline, options.dump_ir, progress)
     if progress:
         progress("planning")
-    plan = build_plan(module, params or {}, options.target)
+    plan = build_plan(module, params or {}, options)
     if options.dump_ir is not None and get_target(options.target).has_triton_backend:
         from sdc.codegen.artifact import dump_codegen
 

@@ -268,6 +268,88 @@ def test_help_of_sdc_compile_lists_every_option():
     assert all(f"{f.name} (default" in driver_compile.__doc__ for f in dataclasses.fields(CompileOptions))
 
 
+# ---------------------------------------------------------------- kernel choices: fields, env defaults
+
+
+KERNEL_ENV = ("SDC_C_KERNELS", "SDC_CUDA_CPP", "SDC_CONV_KERNEL")
+
+
+@pytest.fixture
+def no_kernel_env(monkeypatch):
+    for name in KERNEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_kernel_choices_default_from_the_environment_read_when_options_are_built(no_kernel_env):
+    default = CompileOptions()
+    assert (default.c_kernels, default.cuda_cpp, default.conv_kernel) == (True, (), "cudnn")
+    no_kernel_env.setenv("SDC_C_KERNELS", "off")
+    no_kernel_env.setenv("SDC_CUDA_CPP", " Elementwise ")
+    no_kernel_env.setenv("SDC_CONV_KERNEL", "triton")
+    from_env = CompileOptions(target="cuda")
+    assert (from_env.c_kernels, from_env.cuda_cpp, from_env.conv_kernel) == (False, ("elementwise",), "triton")
+    # a field given beats the variable; the variable is not read again by replace
+    assert CompileOptions(c_kernels=True, cuda_cpp=(), conv_kernel="cudnn") == default
+    no_kernel_env.setenv("SDC_CONV_KERNEL", "cudnn")
+    assert dataclasses.replace(from_env, mesh="dp=2").conv_kernel == "triton"
+    no_kernel_env.setenv("SDC_CUDA_CPP", "none")
+    assert CompileOptions().cuda_cpp == ()
+
+
+def test_kernel_choices_are_in_the_cache_key_and_the_json(no_kernel_env):
+    base = CompileOptions(target="cuda")
+    changed = [dataclasses.replace(base, c_kernels=False), dataclasses.replace(base, cuda_cpp="elementwise"),
+               dataclasses.replace(base, conv_kernel="triton")]
+    keys = {o.cache_key() for o in changed}
+    assert len(keys) == 3 and base.cache_key() not in keys
+    for options in changed:
+        data = json.loads(json.dumps(options.to_json()))
+        assert CompileOptions.from_json(data) == options
+    no_kernel_env.setenv("SDC_CONV_KERNEL", "cudnn")  # a manifest's recorded choice wins over the variable
+    assert CompileOptions.from_json(changed[2].to_json()).conv_kernel == "triton"
+    assert changed[1].to_json()["cuda_cpp"] == ["elementwise"]
+
+
+@pytest.mark.parametrize("kwargs, env, message", [
+    ({"c_kernels": "yes"}, {}, r"c_kernels must be True or False, found 'yes'"),
+    ({}, {"SDC_C_KERNELS": "maybe"}, r"SDC_C_KERNELS='maybe' is not one of 1, on, 0, off"),
+    ({"cuda_cpp": ("elementwise", "matmul")}, {}, r"cuda_cpp: unknown kernel family 'matmul' \(families: elementwise\)"),
+    ({}, {"SDC_CUDA_CPP": "conv"}, r"SDC_CUDA_CPP='conv': unknown kernel family 'conv' \(families: elementwise\)"),
+    ({"conv_kernel": "cutlass"}, {}, r"conv_kernel: expected one of cudnn, triton, found 'cutlass'"),
+    ({}, {"SDC_CONV_KERNEL": "cutlass"}, r"SDC_CONV_KERNEL='cutlass': expected one of cudnn, triton$"),
+])
+def test_bad_kernel_choices_are_one_error_on_construction(no_kernel_env, kwargs, env, message):
+    for name, value in env.items():
+        no_kernel_env.setenv(name, value)
+    with pytest.raises(SdcError, match=message):
+        CompileOptions(**kwargs)
+
+
+def test_the_cuda_cpp_families_are_kernel_templates():
+    from sdc.codegen.cuda import FAMILIES
+    from sdc.codegen.triton.lower import ELEMENTWISE
+    from sdc.options import CUDA_CPP_FAMILIES
+
+    assert FAMILIES == CUDA_CPP_FAMILIES == (ELEMENTWISE,)
+
+
+def test_the_c_kernels_option_reaches_the_plan(no_kernel_env):
+    from sdc.codegen.plan import build_plan
+    from sdc.ir_text import parse_module
+    from sdc.transforms.pipeline import compile_pipeline
+    from sdc.compiler import run_pipeline
+
+    def backends(options):
+        module = parse_module(MODEL)
+        run_pipeline(module, compile_pipeline(options))
+        plan = build_plan(module, {"w": np.ones(8, np.float32)}, options)
+        return [s["kernel"]["backend"] for s in plan.ranks[0].launches()]
+
+    assert backends(CompileOptions()) == ["c"]
+    assert backends(CompileOptions(c_kernels=False)) == ["reference"]
+
+
 # ---------------------------------------------------------------- the manifest
 
 
