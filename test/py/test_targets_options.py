@@ -350,6 +350,35 @@ def test_the_c_kernels_option_reaches_the_plan(no_kernel_env):
     assert backends(CompileOptions(c_kernels=False)) == ["reference"]
 
 
+MATMUL = """
+func.func @main(%x: tensor<16x32xf32> {sdc.name = "x"}, %w: tensor<32x16xf32> {sdc.name = "w"})
+    -> (tensor<16x16xf32> {sdc.name = "y"}) {
+  %0 = "sdc.matmul"(%x, %w) : (tensor<16x32xf32>, tensor<32x16xf32>) -> tensor<16x16xf32>
+  return %0 : tensor<16x16xf32>
+}
+"""
+
+
+def test_the_planner_takes_the_precision_from_the_options_not_the_module():
+    pytest.importorskip("triton")
+    from sdc.codegen.plan import build_plan
+    from sdc.ir_text import parse_module
+    from sdc.mlir import ir
+
+    def dot_precision(precision: str, recorded: str | None) -> str:
+        module = parse_module(MATMUL)
+        if recorded is not None:  # what sdc-mixed-precision writes; the planner no longer reads it
+            with module.context:
+                module.operation.attributes["sdc.precision"] = ir.StringAttr.get(recorded)
+        plan = build_plan(module, {}, CompileOptions(target="cuda", precision=precision))
+        (source,) = plan.kernel_files().values()
+        return "tf32" if 'input_precision="tf32"' in source else "ieee"
+
+    assert dot_precision("tf32", None) == "tf32"
+    assert dot_precision("f32", "tf32") == "ieee"
+    assert build_plan(parse_module(MATMUL), {}, "cuda").target == "cuda"  # a name: that target's defaults
+
+
 # ---------------------------------------------------------------- the manifest
 
 
