@@ -145,6 +145,29 @@ def test_pipelines_cover_every_target():
     assert sharded[5:7] == ("sdc-sharding-propagation", "sdc-spmd-partition")
 
 
+def test_the_driver_runs_pass_objects_with_typed_options_and_records_their_text():
+    from sdc.dialect.bindings import ShapeBinding
+    from sdc.transforms import get_pass
+    from sdc.transforms.base import ModulePass
+    from sdc.transforms.pipeline import _ELEMENT, compile_passes, compile_pipeline, element_text, parse_options
+
+    options = CompileOptions(target="cuda", input_shapes={"x": ["B", 8], "B": "1..64"}, precision="bf16",
+                             memory_budget=4096)
+    passes = compile_passes(options)
+    by_name = {p.name: p for p in passes if isinstance(p, ModulePass)}
+    assert by_name["sdc-shape-constraints"].input_shape == (ShapeBinding("B", lo=1, hi=64),
+                                                            ShapeBinding("x", dims=("B", 8)))
+    assert by_name["sdc-recompute"].memory_budget == 4096 and by_name["sdc-fuse"].target == "cuda"
+    assert by_name["sdc-mixed-precision"].precision == "bf16"
+    assert [p for p in passes if not isinstance(p, ModulePass)] == ["cse"]
+    texts = compile_pipeline(options)
+    assert texts == tuple(element_text(p) for p in passes)
+    assert "sdc-recompute{memory-budget=4096}" in texts and "sdc-mixed-precision{precision=bf16}" in texts
+    for p in by_name.values():  # the text reads back to an equal pass (what sdc-opt runs)
+        name, text = _ELEMENT.match(p.pipeline_text()).groups()
+        assert get_pass(name).from_options(parse_options(text)) == p
+
+
 # ---------------------------------------------------------------- the passes' target option
 
 
