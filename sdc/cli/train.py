@@ -122,7 +122,8 @@ def compile_train_command(args: Any, options: Any, out: TextIO) -> int:
     started = time.perf_counter()
     fields = {"target": options.target, "input_shapes": options.input_shapes or None,
               "precision": options.precision, "dump_ir": options.dump_ir,
-              "memory_budget": memory_budget_of(args.memory_budget)}
+              "memory_budget": memory_budget_of(args.memory_budget),
+              "c_kernels": options.c_kernels, "cuda_cpp": options.cuda_cpp, "conv_kernel": options.conv_kernel}
     step = compile_train(args.model, None, loss=args.loss, optimizer=optimizer, **fields)
     step.save(output)
     names = ", ".join(t.name for t in step.inputs)
