@@ -20,14 +20,13 @@ from typing import Any, Callable, Mapping, Sequence
 from sdc.diagnostics import Diagnostic, DiagnosticSink, SdcError, from_mlir_error
 from sdc.frontend import adapt_executable, import_model  # the frontends (sdc/frontend/) choose the importer
 from sdc.options import CompileOptions, describe_options
-from sdc.target import get_target
 
 Progress = Callable[[str], None]
 
 
 def check_compilable(options: CompileOptions) -> None:
     """SdcError unless sdc can compile what `options` ask for today (the target, its precision)."""
-    target = get_target(options.target)
+    target = options.target_info
     target.check_supported()
     if options.precision not in target.precisions:
         raise SdcError(f"precision '{options.precision}' is not supported on target '{target.name}' (it runs "
@@ -128,7 +127,7 @@ def build_artifact(module, params: Mapping[str, Any] | None, output: str | os.Pa
     if progress:
         progress("planning")
     plan = build_plan(module, params or {}, options)
-    if options.dump_ir is not None and get_target(options.target).has_triton_backend:
+    if options.dump_ir is not None and options.target_info.has_triton_backend:
         from sdc.codegen.artifact import dump_codegen
 
         dump_codegen(plan, options.dump_ir, len(pipeline) + 1)  # kernels and plan, numbered after the passes
@@ -179,7 +178,7 @@ def default_device(options: CompileOptions) -> str:
     """Where a freshly compiled executable runs: the target's device if this machine has it, else the
     CPU (where a cuda artifact's reference kernels run as torch CPU ops, and its Triton kernels under
     TRITON_INTERPRET=1)."""
-    device = get_target(options.target).device
+    device = options.target_info.device
     if device == "cuda":
         import torch
 

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 
 from sdc.diagnostics import SdcError
 from sdc.limits import MAX_DIM, MAX_WORLD_SIZE
-from sdc.target import DEFAULT_TARGET, TARGETS, get_target
+from sdc.target import DEFAULT_TARGET, TARGETS, Target, get_target
 
 PRECISIONS = ("f32", "tf32", "bf16", "f16")
 PRECISION_ALIASES = {"fp32": "f32", "fp16": "f16", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
@@ -150,6 +150,12 @@ class CompileOptions:
             raise SdcError(f"explain must be one of {', '.join(EXPLAIN)}, found {self.explain!r}")
 
     # ------------------------------------------------------------ views for the code that uses them
+
+    @property
+    def target_info(self) -> Target:
+        """The registry's `Target` called `target` (checked on construction): what the driver and
+        the planner ask about the target, so no one resolves the name again."""
+        return TARGETS[self.target]
 
     def mesh_dict(self) -> dict[str, int] | None:
         return dict(self.mesh) if self.mesh is not None else None

@@ -37,7 +37,7 @@ from sdc.runtime.format import (COLLECTIVE, COMPUTE_STREAM, FREE, KERNELS_DIR, L
                                weights_file)
 from sdc.runtime.reference_kernels import FRESH_RESULT, IN_PLACE_OPS
 from sdc.options import CompileOptions
-from sdc.target import DEFAULT_TARGET, Target, get_target
+from sdc.target import DEFAULT_TARGET, Target
 from sdc.transforms.optimizer_step import STATE_ATTR
 from sdc.transforms.sharding_ir import op_result_dims
 
@@ -100,7 +100,7 @@ def build_plan(module, params: Mapping[str, Any] | None = None,
     a target's name stands for that target's default options); `params` holds the `sdc.parameter`
     values."""
     options = options if isinstance(options, CompileOptions) else CompileOptions(target=options)
-    target = get_target(options.target)  # resolved once; the target object travels from here
+    target = options.target_info  # the target object travels from here
     settings = _builder_settings(target, options)
     module_op = module.operation if hasattr(module, "operation") else module
     mesh = module_mesh(module_op) or {}

@@ -228,6 +228,7 @@ def test_options_are_frozen_normalized_and_hashable():
     assert dataclasses.replace(a, target="cuda").mesh == a.mesh
     assert CompileOptions.of(a, dump_ir="/tmp/ir") == dataclasses.replace(a, dump_ir="/tmp/ir")
     assert CompileOptions(input_shapes={"x": [8]}).input_shapes == (("x", (8,)),)  # dims, not a symbol's value
+    assert CompileOptions(target="cuda").target_info is get_target("cuda")  # the registry's object, not a copy
 
 
 def test_cache_key_is_stable_and_sensitive_to_what_changes_the_artifact():
