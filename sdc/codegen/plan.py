@@ -36,7 +36,7 @@ from sdc.mlir import ir
 from sdc.runtime.format import (COLLECTIVE, COMPUTE_STREAM, FREE, KERNELS_DIR, LAUNCH, REFERENCE, encode_value,
                                weights_file)
 from sdc.runtime.reference_kernels import FRESH_RESULT, IN_PLACE_OPS
-from sdc.options import CompileOptions
+from sdc.options import DEFAULT_CONV_KERNEL, CompileOptions
 from sdc.target import DEFAULT_TARGET, Target
 from sdc.transforms.optimizer_step import STATE_ATTR
 from sdc.transforms.sharding_ir import op_result_dims
@@ -168,7 +168,7 @@ class _RankBuilder:
     (reference kernel choices, in-place flags, free steps)."""
 
     def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True, precision: str = "f32",
-                 c_kernels: bool = False, cuda_cpp: tuple[str, ...] = (), conv_kernel: str = "cudnn"):
+                 c_kernels: bool = False, cuda_cpp: tuple[str, ...] = (), conv_kernel: str = DEFAULT_CONV_KERNEL):
         self.plan = RankPlan(rank)
         self.params = params
         self.reference_kernels = reference_kernels  # the target runs the kernel groups by reference semantics
