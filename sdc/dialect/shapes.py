@@ -1,8 +1,9 @@
 """Shape rules' vocabulary: dims, tensor specs, and the context a rule reports to.
 
 A shape rule is a plain function `rule(ctx, inputs, attrs) -> [TensorSpec]`.
-Dims are ints (static) or `DYN` (unknown at compile time); arithmetic on DYN
-gives DYN, so a rule reads like the formula it implements:
+Dims are ints (static) or `DYN` (unknown at compile time; its arithmetic lives with the rest of
+the symbolic algebra in sdc/dialect/symbolic.py); arithmetic on DYN gives DYN, so a rule reads
+like the formula it implements:
 
     out = (size + pad - dilation * (k - 1) - 1) // stride + 1
 
@@ -17,34 +18,9 @@ between symbolic dims.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import Sequence
 
-
-class _Dynamic:
-    """A dim unknown at compile time. Absorbs arithmetic."""
-
-    _instance: "_Dynamic | None" = None
-
-    def __new__(cls):
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "?"
-
-    def _absorb(self, other):
-        return self
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _absorb
-    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __neg__ = _absorb
-
-    def __reduce__(self):
-        return (_Dynamic, ())
-
-
-DYN = _Dynamic()
-Dim = Union[int, _Dynamic]
+from sdc.dialect.symbolic import DYN, Dim, is_static  # noqa: F401 (the rules' vocabulary: public here)
 
 
 def block_transpose_indices(a: int, b: int) -> list[int]:
@@ -52,10 +28,6 @@ def block_transpose_indices(a: int, b: int) -> list[int]:
     channel shuffle): position j = i_b * a + i_a reads i_a * b + i_b. sdc-canonicalize writes a
     shuffle as a gather by these; the CPU executor recognizes them."""
     return [(j % a) * b + j // a for j in range(a * b)]
-
-
-def is_static(d) -> bool:
-    return isinstance(d, int)
 
 
 def ceil_div(a, b):

@@ -109,6 +109,7 @@ class Not:
 
 
 Node = Union[Int, Sym, Neg, BinOp, Compare, BoolOp, Not]
+NODE_TYPES = (Int, Sym, Neg, BinOp, Compare, BoolOp, Not)
 _CONDITION_NODES = (Compare, BoolOp, Not)
 
 T = TypeVar("T")

@@ -36,10 +36,10 @@ from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, arg_dims, arg_names, attr_dict
 from sdc.dialect.opdef import OPS
 from sdc.dialect.bindings import ShapeBinding, parse_bindings
 from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec, is_static, window_out
+from sdc.dialect.symbolic import Expr, SolverError, parse
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass, PassOptionError, walk_ops
-from sdc.transforms.shape_solver import (Condition, Constraint, Contradiction, Expr, ShapeConstraintSet, Solution,
-                                         SolverError, parse)
+from sdc.transforms.shape_solver import Condition, Constraint, Contradiction, ShapeConstraintSet, Solution
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SLICE_END = 1 << 62  # an end at least this large means "to the end"
