@@ -4,8 +4,9 @@ Every reader of dim text goes through `parse` (the verifier and the interpreter 
 `shape` entry, the shape solver reading `sdc.dims`, the sharding cost model) and every reader of a
 guard condition through `parse_condition` (the runtime's input checks, the shape pass reading
 recorded guards, the solver checking its own conditions), so the grammar and its error messages are
-defined once. It is MLIR-free and imports sympy only inside `to_text` of a sympy expression: the
-runtime evaluates guards with it.
+defined once. It imports neither MLIR nor sympy: the runtime evaluates guards with it. The
+arithmetic over dims (the solver's `Expr`, the frontends' sympy dims, DYN) lives in
+sdc/dialect/symbolic.py, which reads and prints through this grammar.
 
 The grammar is a small subset of Python's, with Python's precedence and integer semantics (`//`
 and `%` round toward negative infinity, as the shape rules compute them):
@@ -458,44 +459,12 @@ def _print_node(node: Node, kids: list[tuple[str, int]]) -> tuple[str, int]:
     return f" {node.op} ".join(text if prec > mine else f"({text})" for text, prec in kids), mine
 
 
-def to_text(expr) -> str:
-    """Canonical text of a tree (`(H + 1)//2`, `2*B*S - 1`, `1 <= B <= 64`); an int or an
-    integer-valued sympy expression (what the frontends build) is printed in the same grammar."""
-    if isinstance(expr, (Int, Sym, Neg, BinOp, Compare, BoolOp, Not)):
-        return fold(expr, _print_node)[0]
-    return _sympy_text(expr)
-
-
-def _sympy_text(expr) -> str:
-    import sympy
-
+def to_text(expr: Node | int) -> str:
+    """Canonical text of a tree (`(H + 1)//2`, `2*B*S - 1`, `1 <= B <= 64`) or of an int. Other dim
+    values (the solver's `Expr`, sympy expressions) print through `sdc.dialect.symbolic.to_text`."""
     if isinstance(expr, int):
         return str(expr)
-    if expr.is_Integer:
-        return str(int(expr))
-    if expr.is_Symbol:
-        return expr.name
-    if isinstance(expr, sympy.Add):
-        terms = [_sympy_text(a) for a in sympy.Add.make_args(expr)]
-        out = terms[0]
-        for t in terms[1:]:
-            out += f" - {t[1:]}" if t.startswith("-") else f" + {t}"
-        return out
-    if isinstance(expr, sympy.Mul):
-        coeff, rest = expr.as_coeff_Mul()
-        if coeff == -1:
-            return "-" + _paren(rest)
-        return "*".join(_paren(a) for a in sympy.Mul.make_args(expr))
-    if isinstance(expr, sympy.floor):
-        num, den = sympy.fraction(sympy.together(expr.args[0]))
-        return f"{_paren(num)}//{_paren(den)}"
-    if isinstance(expr, sympy.Mod):
-        return f"{_paren(expr.args[0])} % {_paren(expr.args[1])}"
-    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
-        return "*".join([_paren(expr.base)] * int(expr.exp))
-    raise SymExprError(f"cannot express {expr} as a dim expression")
-
-
-def _paren(expr) -> str:
-    text = _sympy_text(expr)
-    return text if text.replace("_", "").isalnum() else f"({text})"
+    if not isinstance(expr, NODE_TYPES):
+        raise TypeError(f"symexpr.to_text prints grammar trees and ints, not {type(expr).__name__} "
+                        "(sdc.dialect.symbolic.to_text prints every dim value)")
+    return fold(expr, _print_node)[0]

@@ -19,16 +19,17 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import numpy as np
-import sympy
 import torch
 
 from sdc import dtypes
 from sdc.dialect import op_classes as D
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import tensor_type
+from sdc.dialect import symbolic
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import DYN, ShapeError, TensorSpec
-from sdc.dialect.symexpr import SymExprError, to_text
+from sdc.dialect.symbolic import to_text
+from sdc.dialect.symexpr import SymExprError
 from sdc.frontend.values import V, SymbolicShapes, const_value, ir_shape, is_int, spec_of, sym_int, torch_value
 from sdc.mlir import ir
 
@@ -161,8 +162,8 @@ class Builder:
         """Shape attributes may hold sympy dims: print them as dim expressions."""
         if isinstance(value, (list, tuple)) and any(x is DYN for x in value):
             raise ShapeError(f"an attribute needs a dim that is unknown at compile time: {list(value)}")
-        if isinstance(value, (list, tuple)) and any(isinstance(x, sympy.Basic) for x in value):
-            return [self.dim_text(x) if isinstance(x, sympy.Basic) and not x.is_Integer else int(x) for x in value]
+        if isinstance(value, (list, tuple)) and any(symbolic.is_symbolic(x) for x in value):
+            return [self.dim_text(x) if symbolic.is_symbolic(x) and not x.is_Integer else int(x) for x in value]
         return value
 
     # ---------------------------------------------------------------- constants
@@ -294,17 +295,11 @@ class Builder:
 
 def _inferred_dim(shape: tuple, target: list, index: int):
     """The dim a -1 at `target[index]` stands for, when it is an int or a printable dim expression."""
-    known = sympy.Integer(1)
-    for j, d in enumerate(target):
-        if j != index:
-            known *= d
-    total = sympy.Integer(1)
-    for d in shape:
-        if d is DYN:
-            return None
-        total *= d
-    inferred = sympy.simplify(total / known)
-    if not (inferred.is_Integer or (inferred.is_integer and not inferred.has(sympy.Rational(1, 2)))):
+    if any(d is DYN for d in shape):
+        return None
+    known = symbolic.product(d for j, d in enumerate(target) if j != index)
+    inferred = symbolic.integral_quotient(symbolic.product(shape), known)
+    if inferred is None:
         return None
     if not (inferred.free_symbols or inferred.is_Integer):
         return None
@@ -330,12 +325,13 @@ def _numel(shape) -> int | None:
 def assume_le(builder: Builder, lhs, rhs, why: str) -> None:
     """Record `lhs <= rhs` (ints or sympy dims) as a guard unless sympy proves it; a ShapeError
     when it is provably false (the model cannot run at any size)."""
-    diff = sympy.simplify(sympy.sympify(rhs) - sympy.sympify(lhs))
+    diff = symbolic.difference(rhs, lhs)
     if diff.is_nonnegative:
         return
     if diff.is_negative:
         raise ShapeError(f"{why}: {lhs} <= {rhs} never holds")
-    condition = f"{Builder.dim_text(sym_int(sympy.sympify(lhs)))} <= {Builder.dim_text(sym_int(sympy.sympify(rhs)))}"
+    low, high = (Builder.dim_text(sym_int(symbolic.as_sympy(d))) for d in (lhs, rhs))
+    condition = f"{low} <= {high}"
     if all(condition != c for c, _ in builder.guards):
         builder.guards.append((condition, why))
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import sympy
-
 from sdc import custom_ops
 from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect.shapes import ShapeError
+from sdc.dialect.symbolic import is_symbolic
 from sdc.frontend.builder import Builder
 from sdc.frontend.values import V
 
@@ -32,7 +31,7 @@ def _plain(op: str, key: str, value: Any) -> Any:
     """Sizes that torch recorded as integers (sympy) as ints; a run-time size cannot be an attribute."""
     if isinstance(value, (list, tuple)):
         return [_plain(op, key, v) for v in value]
-    if isinstance(value, sympy.Basic):
+    if is_symbolic(value):
         if value.is_Integer:
             return int(value)
         raise ShapeError(f"custom op '{op}': attribute '{key}' is the run-time size {value}; custom op attributes "

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-import sympy
 from onnx import numpy_helper
 
 from sdc import custom_ops, limits
@@ -30,6 +29,7 @@ from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
 from sdc.dialect.ir import MAX_DIM
 from sdc.dialect.op_classes import new_context
+from sdc.dialect.symbolic import size_symbol
 from sdc.dialect.shapes import ShapeError
 from sdc.frontend.base import Imported, InputShapes, mesh_dict
 from sdc.frontend.builder import Builder, CompileTimeValueError, dims_text, verify_imported
@@ -476,9 +476,9 @@ class _Importer:
             if d.HasField("dim_value") and d.dim_value >= 0:
                 dims.append(int(d.dim_value))
             elif d.HasField("dim_param") and d.dim_param:
-                dims.append(sympy.Symbol(symbol_name(d.dim_param), integer=True, positive=True))
+                dims.append(size_symbol(symbol_name(d.dim_param)))
             else:
-                dims.append(sympy.Symbol(symbol_name(f"{inp.name}_{i}"), integer=True, positive=True))
+                dims.append(size_symbol(symbol_name(f"{inp.name}_{i}")))
         if inp.name in self.config.input_shapes:
             given = list(self.config.input_shapes[inp.name])
             if ttype.HasField("shape") and len(given) != len(dims):
@@ -489,7 +489,7 @@ class _Importer:
                 if isinstance(g, int) or (isinstance(g, str) and g.isdigit()):
                     dims.append(int(g))
                 else:
-                    dims.append(sympy.Symbol(symbol_name(str(g)), integer=True, positive=True))
+                    dims.append(size_symbol(symbol_name(str(g))))
         elif not ttype.HasField("shape"):
             raise SdcError(f"input '{inp.name}' has no shape in the model; give one with --input-shape "
                            f"{inp.name}=DIMS")

@@ -14,11 +14,11 @@ from typing import Callable
 
 import numpy as np
 import onnx
-import sympy
 import torch
 from onnx import helper, numpy_helper
 
 from sdc.diagnostics import SdcError
+from sdc.dialect import symbolic
 from sdc.dialect.shapes import ShapeError
 from sdc.frontend.values import V, const_value, is_int, sym_int
 
@@ -270,11 +270,11 @@ def _sym_binary(fn):
 def _floordiv(a, b):
     if is_int(a) and is_int(b):
         return int(a / b) if (a < 0) != (b < 0) else a // b  # ONNX integer Div truncates
-    return sympy.floor(a / b)
+    return symbolic.floor_div(a, b)
 
 
 def sym_eq(a, b) -> bool:
-    return bool(sympy.simplify(a - b) == 0) if not (is_int(a) and is_int(b)) else a == b
+    return symbolic.equal(a, b)
 
 
 # The binary ops that Shape -> ... -> Reshape chains compute with, evaluated elementwise over
@@ -284,7 +284,7 @@ SYM_BINARY: dict[str, Callable] = {
     "Sub": _sym_binary(operator.sub),
     "Mul": _sym_binary(operator.mul),
     "Div": _sym_binary(_floordiv),
-    "Mod": _sym_binary(lambda a, b: sympy.Mod(a, b)),
-    "Max": _sym_binary(lambda a, b: sympy.Max(a, b)),
-    "Min": _sym_binary(lambda a, b: sympy.Min(a, b)),
+    "Mod": _sym_binary(symbolic.mod),
+    "Max": _sym_binary(symbolic.maximum),
+    "Min": _sym_binary(symbolic.minimum),
 }

@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 import onnx
-import sympy
 import torch
 
 from sdc import dtypes, limits
+from sdc.dialect import symbolic
 from sdc.dialect.shapes import DYN, ShapeError
 from sdc.frontend.builder import Builder, CompileTimeValueError, assume_le
 from sdc.frontend.onnx_common import (AXES_INPUT_SINCE, BINARY, INT64_MAX, ONNX_DTYPES, REDUCE, SYM_BINARY, UNARY,
@@ -109,9 +109,7 @@ class NodeImporter(IndexingOps, NNOps):
             axes = list(range(x.rank))
         if op == "ReduceProd" and x.is_symbolic:
             arr = self.b.sym_array(x)
-            prod = sympy.Integer(1)
-            for e in arr.reshape(-1):
-                prod *= e
+            prod = symbolic.product(arr.reshape(-1))
             return const_value(np.array([prod] if keepdims else prod, dtype=object))
         return self.b.emit(name, [x], axes=axes, keepdims=keepdims)
 
@@ -142,11 +140,9 @@ class NodeImporter(IndexingOps, NNOps):
         return const_value(np.array(dims, dtype=object))
 
     def op_Size(self, node, inputs, attrs):
-        n = sympy.Integer(1)
-        for d in inputs[0].sym:
-            if d is DYN:
-                raise ShapeError("Size of a tensor with a dim unknown at compile time is unsupported")
-            n *= d
+        if any(d is DYN for d in inputs[0].sym):
+            raise ShapeError("Size of a tensor with a dim unknown at compile time is unsupported")
+        n = symbolic.product(inputs[0].sym)
         return const_value(np.array(n, dtype=object))
 
     def op_ConstantOfShape(self, node, inputs, attrs):
@@ -177,10 +173,12 @@ class NodeImporter(IndexingOps, NNOps):
             if not all(v.known for v in inputs):
                 raise CompileTimeValueError("Range bounds must be known at compile time (possibly symbolic)")
             s, l, d = (self.b.known_ints(v, "Range bound")[0] for v in inputs)
-            n = sym_int(sympy.Max(sympy.ceiling((l - s) / d), 0)) if not all(is_int(x) for x in (s, l, d)) else max(
-                0, math.ceil((l - s) / d))
-            if isinstance(n, sympy.Max):
-                n = sym_int(sympy.ceiling((l - s) / d))
+            if all(is_int(x) for x in (s, l, d)):
+                n = max(0, math.ceil((l - s) / d))
+            else:
+                n = sym_int(symbolic.maximum(symbolic.ceiling_div(l - s, d), 0))
+            if symbolic.is_maximum(n):
+                n = sym_int(symbolic.ceiling_div(l - s, d))
         ramp = self.b.iota([n], 0, start.dtype)
 
         def operand(bound, v):  # a number folds into a constant; a symbolic bound is its own value
@@ -223,11 +221,7 @@ class NodeImporter(IndexingOps, NNOps):
         x = inputs[0]
         axis = attrs.get("axis", 1)
         axis = axis + x.rank if axis < 0 else axis
-        head, tail = sympy.Integer(1), sympy.Integer(1)
-        for d in x.sym[:axis]:
-            head *= d
-        for d in x.sym[axis:]:
-            tail *= d
+        head, tail = symbolic.product(x.sym[:axis]), symbolic.product(x.sym[axis:])
         target = [sym_int(head), sym_int(tail)]
         if DYN in x.sym[:axis]:
             target[0] = -1
@@ -313,7 +307,7 @@ class NodeImporter(IndexingOps, NNOps):
         """A Slice whose bounds are dim expressions (`position_ids[:, :seq]`, `mask[..., past:past + seq]`):
         each such axis becomes a gather of `begin + step * iota(length)`, its length a dim expression.
 
-        ONNX clamps the bounds to the dim; where sympy cannot prove a bound in range, the import
+        ONNX clamps the bounds to the dim; where the algebra cannot prove a bound in range, the import
         assumes it and records the assumption as a guard (`seq <= 64`), so the run-time check
         rejects sizes at which the clamped length would differ (where the exported model itself
         fails: the slice feeds an op that needs the unclamped length)."""
@@ -335,7 +329,7 @@ class NodeImporter(IndexingOps, NNOps):
             assume_le(self.b, 0, begin, where)
             assume_le(self.b, begin, stop, where)
             assume_le(self.b, stop, size, where)
-            length = sym_int(stop - begin if st == 1 else sympy.floor((stop - begin + st - 1) / sympy.Integer(st)))
+            length = sym_int(stop - begin if st == 1 else symbolic.floor_div(stop - begin + st - 1, st))
             if sym_eq(length, size) and sym_eq(begin, 0) and st == 1:
                 continue  # the whole dim
             index = self.b.iota([length], 0, "i64")
@@ -724,11 +718,7 @@ class NodeImporter(IndexingOps, NNOps):
         if axis == x.rank - 1:
             return self.b.emit(name, [x], axis=-1)
         # Before opset 13 softmax coerces the input to 2-D at `axis`.
-        head, tail = sympy.Integer(1), sympy.Integer(1)
-        for d in x.sym[:axis]:
-            head *= d
-        for d in x.sym[axis:]:
-            tail *= d
+        head, tail = symbolic.product(x.sym[:axis]), symbolic.product(x.sym[axis:])
         flat = self.b.reshape(x, [sym_int(head), sym_int(tail)])
         return self.b.reshape(self.b.emit(name, [flat], axis=1), list(x.sym))
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import sympy
 
+from sdc.dialect import symbolic
 from sdc.dialect.shapes import DYN, ShapeError
 from sdc.frontend.onnx_common import normalize_axis, onnx_dtype
 from sdc.frontend.values import V, is_int, sym_int
@@ -30,10 +30,7 @@ def _present(v: V | None) -> bool:
 
 
 def _prod(dims):
-    p = sympy.Integer(1)
-    for d in dims:
-        p *= d
-    return sym_int(p)
+    return sym_int(symbolic.product(dims))
 
 
 _RESIZE_MODE = {"nearest": "nearest", "linear": "linear", "cubic": "cubic", "bilinear": "linear",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import sympy
 
+from sdc.dialect import symbolic
 from sdc.dialect.shapes import ShapeError
 from sdc.frontend.builder import CompileTimeValueError
 from sdc.frontend.onnx_common import DEFAULT_DOMAINS, ONNX_DTYPES, ONNX_FLOAT_TYPES, normalize_axis, tensor_value
@@ -19,10 +19,7 @@ from sdc.frontend.values import V, const_value, is_int, sym_int
 
 
 def _prod(dims) -> object:
-    p = sympy.Integer(1)
-    for d in dims:
-        p *= d
-    return sym_int(p)
+    return sym_int(symbolic.product(dims))
 
 
 class NNOps:
@@ -167,7 +164,7 @@ class NNOps:
 
         if mask is not None:
             width = mask.sym[-1]
-            if not (is_int(width) and is_int(sk)) and sympy.simplify(sk - width) != 0:
+            if not (is_int(width) and is_int(sk)) and not symbolic.equal(sk, width):
                 raise ShapeError("attn_mask's key length must be static when it differs from the keys'")
             short = sym_int(sk - width)
             if is_int(short) and short < 0:

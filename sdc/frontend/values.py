@@ -21,24 +21,13 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import sympy
 import torch
 
 from sdc import dtypes
+from sdc.dialect import symbolic
 from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec
+from sdc.dialect.symbolic import sym_int  # noqa: F401 (the frontends' dim normalizer, public here)
 from sdc.mlir import ir
-
-
-def sym_int(d):
-    """Normalize a dim: python int for numbers, sympy expression for symbols, DYN stays."""
-    if isinstance(d, (int, np.integer)):
-        return int(d)
-    if isinstance(d, sympy.Basic):
-        d = sympy.simplify(d) if not d.is_Atom else d
-        if d.is_Integer:
-            return int(d)
-        return d
-    return d
 
 
 def is_int(d) -> bool:
@@ -111,26 +100,22 @@ class SymbolicShapes(ShapeContext):
     def product(self, dims):
         if any(d is DYN for d in dims):
             return DYN
-        total = sympy.Integer(1)
-        for d in dims:
-            total *= d
-        return sym_int(total)
+        return sym_int(symbolic.product(dims))
 
     def exact_div(self, a, b, message: str):
         if a is DYN or b is DYN:
             return DYN
         if is_int(a) and is_int(b):
             return super().exact_div(a, b, message)
-        quotient = sym_int(sympy.simplify(a / b))
-        return quotient if is_int(quotient) or quotient.is_polynomial() and not quotient.has(sympy.Rational) \
-            else DYN
+        quotient = symbolic.polynomial_quotient(a, b)
+        return DYN if quotient is None else quotient
 
     def window(self, size, k, stride: int, pad_begin: int, pad_end: int, dilation: int, ceil_mode: bool = False):
         """Conv/pool output length over a symbolic dim: floor((size + pads - span) / stride) + 1."""
         if is_int(size) or size is DYN or not is_int(k) or ceil_mode:
             return super().window(size, k, stride, pad_begin, pad_end, dilation, ceil_mode)
         span = dilation * (k - 1) + 1
-        return sym_int(sympy.floor((size + pad_begin + pad_end - span) / stride) + 1)
+        return sym_int(symbolic.floor_div(size + pad_begin + pad_end - span, stride) + 1)
 
     def slice_len(self, size, start: int, end: int, step: int):
         """Slices of a symbolic dim whose bounds are clear (from the start or the end, step 1)."""

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import sympy
 
 from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
@@ -35,7 +34,8 @@ from sdc.dialect.ir import entry_function, tensor_spec
 from sdc.dialect.op_classes import create, new_context
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import DYN, ShapeError
-from sdc.dialect.symexpr import SymExprError, to_text
+from sdc.dialect.symbolic import size_symbol, to_text
+from sdc.dialect.symexpr import SymExprError
 from sdc.frontend.builder import Builder, CompileTimeValueError, dims_text
 from sdc.frontend.stablehlo.patterns import (COMPOSITES, RULES, Rewrite, Unsupported, composite_name, source_line,
                                              symbolic_eval)
@@ -219,7 +219,7 @@ class Converter:
             if _DIM_VAR in attrs:
                 name = symbol_name(ir.StringAttr(attrs[_DIM_VAR]).value)
                 symbols[i] = name
-                v = _symbolic_scalar(sympy.Symbol(name, integer=True, positive=True))
+                v = _symbolic_scalar(size_symbol(name))
                 v.dtype = tensor_spec(arg.type).dtype
                 self.values[arg] = v
         positions = [i for i in range(len(block.arguments)) if i not in symbols]
@@ -233,8 +233,7 @@ class Converter:
                 d if d is not DYN else f"{symbol_name(given.name)}_{j}" for j, d in enumerate(spec.shape)]
             if len(dims) != len(spec.shape):
                 raise SdcError(f"input '{given.name}' has rank {len(spec.shape)}, the caller gives {len(dims)} dims")
-            sym = tuple(int(d) if is_int(d) else sympy.Symbol(symbol_name(str(d)), integer=True, positive=True)
-                        for d in dims)
+            sym = tuple(int(d) if is_int(d) else size_symbol(symbol_name(str(d))) for d in dims)
             self.values[arg] = V(spec.dtype, sym, value=arg)
             data[i] = (given.name, [d if is_int(d) else str(d) for d in sym])
         return data, symbols

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-import sympy
 
 from sdc.dialect.ir import tensor_spec
+from sdc.dialect import symbolic
 from sdc.dialect.shapes import DYN
 from sdc.frontend.builder import INLINE_LIMIT, Builder
 from sdc.frontend.values import V, const_value, is_int, sym_int
@@ -90,7 +90,7 @@ def _sym_array(v: V) -> np.ndarray:
 
 
 def _floordiv(a, b):
-    return sym_int(sympy.floor(sympy.sympify(a) / b))
+    return sym_int(symbolic.floor_div(a, b))
 
 
 _SYM_BINARY: dict[str, Callable] = {
@@ -98,8 +98,8 @@ _SYM_BINARY: dict[str, Callable] = {
     "stablehlo.subtract": lambda a, b: a - b,
     "stablehlo.multiply": lambda a, b: a * b,
     "stablehlo.divide": np.frompyfunc(_floordiv, 2, 1),  # dims are positive: truncation is floor
-    "stablehlo.maximum": np.frompyfunc(lambda a, b: sym_int(sympy.Max(a, b)), 2, 1),
-    "stablehlo.minimum": np.frompyfunc(lambda a, b: sym_int(sympy.Min(a, b)), 2, 1),
+    "stablehlo.maximum": np.frompyfunc(lambda a, b: sym_int(symbolic.maximum(a, b)), 2, 1),
+    "stablehlo.minimum": np.frompyfunc(lambda a, b: sym_int(symbolic.minimum(a, b)), 2, 1),
 }
 
 

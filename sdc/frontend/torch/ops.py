@@ -18,11 +18,11 @@ import operator
 from typing import Any, Callable
 
 import numpy as np
-import sympy
 import torch
 import torch.fx
 
 from sdc import custom_ops, dtypes
+from sdc.dialect import symbolic
 from sdc.dialect.shapes import ShapeError
 from sdc.frontend.builder import Builder
 from sdc.frontend.custom import emit_custom
@@ -188,7 +188,7 @@ class AtenImporter:
         """A tensor operand: a V as it is, a Python number (or size) as a rank-0 constant of `dtype`."""
         if isinstance(x, V):
             return x
-        if isinstance(x, sympy.Basic):
+        if symbolic.is_symbolic(x):
             # a size as data (`arange(s) + past_length`): its run-time value, an i64 `sdc.dim_values`
             size = V("i64", (), value=self.b.tensor(const_value(np.array(x, dtype=object))))
             return self.cast(size, dtype)
@@ -233,7 +233,7 @@ class AtenImporter:
 
     def size(self, d: Any) -> Any:
         """A size argument: ints stay, torch sizes become sdc dim expressions."""
-        return sym_int(d) if isinstance(d, (int, sympy.Basic)) else self.to_sdc(d)
+        return sym_int(d) if isinstance(d, int) or symbolic.is_symbolic(d) else self.to_sdc(d)
 
     def ones(self, shape: list, dtype: str) -> V:
         return self.b.const(np.ones([int(d) for d in shape]), dtype)
@@ -455,7 +455,7 @@ class AtenImporter:
         value = self.size(value)
         if is_int(value):
             return value
-        offset = sympy.simplify(value - size)
+        offset = symbolic.simplify(value - size)
         if offset.is_Integer:
             return BIG if int(offset) >= 0 else int(offset)
         raise ShapeError(f"a slice bound of {value} (the dim is {size}) is a run-time value")
@@ -643,10 +643,7 @@ class AtenImporter:
             correction = 1 if unbiased else 0
         correction = 1 if correction is None else correction
         axes = self.axes(dim, x.rank)
-        count = sympy.Integer(1)
-        for a in axes:
-            count *= x.sym[a]
-        count = sym_int(count)
+        count = sym_int(symbolic.product(x.sym[a] for a in axes))
         if not is_int(count):
             raise ShapeError("var over a run-time dim is unsupported")
         mean = self.b.emit("reduce_mean", [x], axes=axes, keepdims=True)

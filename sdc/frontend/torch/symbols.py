@@ -4,8 +4,9 @@ torch.export names every dynamic size with a fresh symbol (`s77`) and keeps the 
 only in the `dynamic_shapes` argument. `SymbolNames` gives each torch symbol the name of its `Dim`
 (`Dim("seq")` -> `seq`, the root of a derived `2*seq` -> `seq`), or `<input>_<dim>` (the ONNX
 importer's convention) when it has none, and `to_sdc` rewrites a size expression of torch's sympy
-(with its `FloorDiv`, `Mod`, `PowByNatural`, ...) into plain sympy over those names, which the
-Builder prints in the dim grammar (`sdc/dialect/symexpr.py`). `range_guards` turns
+(with its `FloorDiv`, `Mod`, `PowByNatural`, ...) into the frontends' sympy dims over those names
+(built through sdc/dialect/symbolic.py), which the Builder prints in the dim grammar
+(`sdc/dialect/symexpr.py`). `range_guards` turns
 `ExportedProgram.range_constraints` into `#sdc.guard` conditions that the shape pass reads back as
 constraints (docs/shapes.md), so the artifact refuses at run time what torch.export would refuse.
 """
@@ -14,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import sympy
 import torch
-from torch.utils._sympy import functions as tfn
+from torch.utils._sympy import functions as tfn  # torch's size-expression classes, read here only
 
+from sdc.dialect import symbolic
 from sdc.dialect.shapes import ShapeError
 from sdc.frontend.values import symbol_name
 
@@ -33,11 +34,11 @@ class SymbolNames:
     """torch symbol -> sdc dim name, assigned once per import; `to_sdc` translates expressions."""
 
     def __init__(self) -> None:
-        self.names: dict[sympy.Symbol, str] = {}
+        self.names: dict[Any, str] = {}  # torch's sympy symbols
         self._taken: set[str] = set()
-        self._symbols: dict[str, sympy.Symbol] = {}
+        self._symbols: dict[str, Any] = {}
 
-    def name(self, symbol: sympy.Symbol, name: str) -> None:
+    def name(self, symbol: Any, name: str) -> None:
         """Give `symbol` the name `name` (a user's Dim name), unless it has one already."""
         if symbol in self.names:
             return
@@ -49,13 +50,13 @@ class SymbolNames:
         self.names[symbol] = unique
         self._taken.add(unique)
 
-    def sdc_symbol(self, symbol: sympy.Symbol) -> sympy.Symbol:
+    def sdc_symbol(self, symbol: Any) -> Any:
         name = self.names.get(symbol)
         if name is None:
             raise ShapeError(f"size symbol {symbol} has no name (it is not a dim of any input)")
         s = self._symbols.get(name)
         if s is None:
-            s = self._symbols[name] = sympy.Symbol(name, integer=True, positive=True)
+            s = self._symbols[name] = symbolic.size_symbol(name)
         return s
 
     def to_sdc(self, expr: Any) -> Any:
@@ -63,30 +64,30 @@ class SymbolNames:
         expr = size_expr(expr)
         if isinstance(expr, int):
             return expr
-        if not isinstance(expr, sympy.Basic):
+        if not symbolic.is_symbolic(expr):
             raise ShapeError(f"not a size: {expr!r}")
         out = self._convert(expr)
-        out = sympy.simplify(out) if not out.is_Atom else out
+        out = symbolic.simplify(out) if not out.is_Atom else out
         return int(out) if out.is_Integer else out
 
-    def _convert(self, e: sympy.Basic) -> sympy.Expr:
+    def _convert(self, e: Any) -> Any:
         if e.is_Integer:
-            return sympy.Integer(int(e))
+            return symbolic.integer(int(e))
         if e.is_Symbol:
             return self.sdc_symbol(e)
         args = [self._convert(a) for a in e.args]
-        if isinstance(e, sympy.Add):
-            return sympy.Add(*args)
-        if isinstance(e, sympy.Mul):
-            return sympy.Mul(*args)
-        if isinstance(e, (tfn.PowByNatural, sympy.Pow)) and args[1].is_Integer and int(args[1]) >= 0:
+        if e.is_Add:
+            return symbolic.add(*args)
+        if e.is_Mul:
+            return symbolic.mul(*args)
+        if (isinstance(e, tfn.PowByNatural) or e.is_Pow) and args[1].is_Integer and int(args[1]) >= 0:
             return args[0] ** int(args[1])
         if isinstance(e, tfn.FloorDiv):
-            return sympy.floor(args[0] / args[1])
+            return symbolic.floor_div(args[0], args[1])
         if isinstance(e, tfn.CeilDiv):
-            return -sympy.floor(-args[0] / args[1])
+            return -symbolic.floor_div(-args[0], args[1])
         if isinstance(e, (tfn.Mod, tfn.PythonMod)):
-            return sympy.Mod(args[0], args[1])
+            return symbolic.mod(args[0], args[1])
         raise ShapeError(f"the size expression {e} ({type(e).__name__}) is not expressible as an sdc dim")
 
 
@@ -99,7 +100,7 @@ def name_input_dims(names: SymbolNames, inputs: Iterable[tuple[str, Any, Any]]) 
     for _, fake, spec in inputs:
         for d, dim in _spec_dims(spec, fake):
             expr = size_expr(fake.shape[d])
-            if not isinstance(expr, sympy.Basic) or isinstance(expr, sympy.Integer):
+            if not symbolic.is_symbolic(expr) or expr.is_Integer:
                 continue
             root = getattr(dim, "root", None)  # a derived Dim (2*seq) names its root's symbol
             dim_name = getattr(root if root is not None else dim, "__name__", None)
@@ -108,7 +109,7 @@ def name_input_dims(names: SymbolNames, inputs: Iterable[tuple[str, Any, Any]]) 
     for input_name, fake, _ in inputs:
         for d, size in enumerate(fake.shape):
             expr = size_expr(size)
-            if isinstance(expr, sympy.Basic):
+            if symbolic.is_symbolic(expr):
                 for s in sorted(expr.free_symbols, key=str):
                     names.name(s, f"{input_name}_{d}")
 
@@ -130,7 +131,7 @@ def range_guards(names: SymbolNames, range_constraints: dict) -> list[tuple[str,
     """(condition, message) for each named symbol's range that says more than `>= 1`."""
     guards = []
     for symbol, vr in range_constraints.items():
-        if not isinstance(symbol, sympy.Symbol) or symbol not in names.names:
+        if not (symbolic.is_symbolic(symbol) and symbol.is_Symbol) or symbol not in names.names:
             continue
         name = names.names[symbol]
         lo = max(1, int(vr.lower)) if _is_int(vr.lower) else 1
@@ -145,4 +146,4 @@ def range_guards(names: SymbolNames, range_constraints: dict) -> list[tuple[str,
 
 
 def _is_int(bound: Any) -> bool:
-    return isinstance(bound, (int, sympy.Integer))
+    return symbolic.is_integer_value(bound)
