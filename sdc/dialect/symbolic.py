@@ -33,7 +33,8 @@ Mono = tuple  # a sorted tuple of factor names (symbols and atoms); () is the co
 
 
 class SolverError(ValueError):
-    """A value that cannot be read as a dim expression (the solver's name for it: it raised it first)."""
+    """A value that cannot be read as a dim expression. Named for the shape solver, whose error it was
+    before the algebra moved here; `shape_solver.SolverError` is this class."""
 
 
 # ================================================================ unknown dims
