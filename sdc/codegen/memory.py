@@ -213,16 +213,11 @@ def _writes_directly(step: Mapping) -> bool:
     return step["kind"] == LAUNCH and step.get("kernel", {}).get("backend") == "triton"
 
 
-# Op families whose reference result may share memory with an operand: torch's view ops (reshape,
-# transpose, slice, squeeze, broadcast as expand), casts that return their operand when the dtype
-# already matches, layout_cast as a permuted view, a shard's slice, a user's custom op, and
-# collectives (the identity in a world of one).
-_VIEW_FAMILIES = frozenset({"shape", "layout", "values", "sharding", "custom", "collective"})
-
-
 def _op_may_view(entry: Mapping) -> bool:
-    """Whether one op of a reference group may return (a view of) an operand's memory: ops of the
-    families above that take operands, and ops marked in place. An op this process does not know
+    """Whether one op of a reference group may return (a view of) an operand's memory: ops whose
+    `OpDef.may_view` says so (torch's view ops, casts that return their operand when the dtype
+    already matches, layout_cast as a permuted view, a shard's slice, a user's custom op, collectives
+    as the identity in a world of one), and ops marked in place. An op this process does not know
     counts as one that may."""
     if "in_place" in entry:
         return True
@@ -230,7 +225,7 @@ def _op_may_view(entry: Mapping) -> bool:
         opdef = get_op(entry["op"])
     except KeyError:
         return True
-    return bool(opdef.operands or opdef.variadic_operand) and opdef.family in _VIEW_FAMILIES
+    return opdef.may_view
 
 
 def _viewed_reads(step: Mapping) -> dict[str, list[str]] | None:

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from sdc import dtypes
+from sdc.dialect.hooks import TRANSCENDENTAL, OpKind, Precision, ShardingRule, per_result_element
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import ShapeContext, TensorSpec
 from sdc.lazy import lazy_import
@@ -256,6 +257,41 @@ def _where_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[T
     return [TensorSpec(ctx.broadcast(cond.shape, x.shape, y.shape, names=("condition", "on_true", "on_false")), x.dtype)]
 
 
+# ---------------------------------------------------------------- hooks
+
+# Per-op hooks that differ from the kind's defaults (sdc/dialect/hooks.py); the tables above keep
+# one tuple per op, and the registration loops below merge these in.
+_COSTLY = {"cost": per_result_element(TRANSCENDENTAL)}  # a transcendental or a division per element
+_SCORE = {"flash_score": True}  # the flash attention kernel computes it in a score chain or a mask
+_NO_GRADIENT = {"differentiable": False}  # integer or boolean results: nothing to differentiate
+
+
+def _linear(how: str) -> dict:
+    """Linear in some operands (sdc/dialect/hooks.py ShardingRule): a partial sum passes through."""
+    return {"sharding": ShardingRule("elementwise", how)}
+
+
+HOOKS: dict[str, dict] = {
+    **{name: _COSTLY for name in (
+        "exp", "log", "tanh", "sigmoid", "erf", "gelu", "silu", "mish", "softplus", "sin", "cos", "tan", "asin",
+        "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt", "rsqrt", "reciprocal", "selu", "elu",
+        "softsign", "pow")},
+    **{name: _SCORE for name in ("max", "min", "where", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor")},
+    **{name: _NO_GRADIENT for name in (
+        "not", "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right")},
+    "not": {**_SCORE, **_NO_GRADIENT},
+    "tanh": {**_COSTLY, **_SCORE},
+    "add": {**_linear("all"), **_SCORE},
+    "sub": {**_linear("all"), **_SCORE},
+    "neg": {**_linear("unary"), **_SCORE},
+    "mul": {**_linear("one"), **_SCORE},
+    "div": {**_linear("lhs"), **_COSTLY, **_SCORE},
+    # f16's range would turn large values into inf; no gradient through a test
+    "isnan": {"precision": Precision.FOLLOW, **_NO_GRADIENT},
+    "isinf": {"precision": Precision.FOLLOW, **_NO_GRADIENT},
+}
+
+
 # ---------------------------------------------------------------- registration
 
 _WIDE_UNSIGNED = None
@@ -303,20 +339,20 @@ def _example_attrs(attrs: dict) -> str:
 for _name, (_fn, _cat, _attrs, _sem) in UNARY.items():
     _dt = "i1" if _cat == BOOL else ("i32" if _cat == INTBOOL else "f32")
     register(OpDef(
-        name=_name, family="elementwise unary",
+        name=_name, kind=OpKind.ELEMENTWISE_UNARY,
         summary=f"elementwise {_sem}",
         doc=f"Elementwise `{_sem}` on a tensor of {_cat} element type; the result has the operand's type.",
         operands=("operand",), attrs=_attrs, shape=_unary_rule(_cat), ref=_wrap(_fn),
-        example=_example1(_name, _attrs, _dt),
+        example=_example1(_name, _attrs, _dt), **HOOKS.get(_name, {}),
     ))
 
 for _name, (_fn, _sem) in PREDICATES.items():
     register(OpDef(
-        name=_name, family="elementwise unary",
+        name=_name, kind=OpKind.ELEMENTWISE_UNARY,
         summary=f"elementwise test: {_sem}",
         doc=f"Elementwise test `{_sem}` on a float tensor; the result is i1 of the operand's shape.",
         operands=("operand",), shape=_predicate_rule, ref=_wrap(_fn),
-        example=_example1(_name, {}, "f32", "i1"),
+        example=_example1(_name, {}, "f32", "i1"), **HOOKS.get(_name, {}),
     ))
 
 
@@ -328,38 +364,38 @@ def _binary_example(name: str, dtype: str, result: str | None = None) -> str:
 for _name, (_fn, _cat, _attrs, _sem) in BINARY.items():
     _dt = "i32" if _cat in (INT, INTBOOL) else "f32"
     register(OpDef(
-        name=_name, family="elementwise binary",
+        name=_name, kind=OpKind.ELEMENTWISE_BINARY,
         summary=f"elementwise {_sem}",
         doc=(f"Elementwise `{_sem}` with numpy broadcasting. Both operands have the same {_cat} "
              "element type; the result has it too."),
         operands=("lhs", "rhs"), attrs=_attrs, shape=_binary_rule(_cat, None), ref=_wrap(_fn),
-        example=_binary_example(_name, _dt),
+        example=_binary_example(_name, _dt), **HOOKS.get(_name, {}),
     ))
 
 for _name, (_fn, _sem) in COMPARE.items():
     register(OpDef(
-        name=_name, family="comparison",
+        name=_name, kind=OpKind.COMPARISON,
         summary=f"elementwise comparison {_sem}",
         doc=f"Elementwise `{_sem}` with numpy broadcasting; operands share an element type, the result is i1.",
         operands=("lhs", "rhs"), shape=_binary_rule(ANY, "i1"), ref=_wrap(_fn),
-        example=_binary_example(_name, "f32", "i1"),
+        example=_binary_example(_name, "f32", "i1"), **HOOKS.get(_name, {}),
     ))
 
 for _name, (_fn, _sem) in LOGICAL.items():
     register(OpDef(
-        name=_name, family="logical",
+        name=_name, kind=OpKind.LOGICAL,
         summary=f"elementwise logical {_sem}",
         doc=f"Elementwise `{_sem}` on i1 tensors with numpy broadcasting.",
         operands=("lhs", "rhs"), shape=_binary_rule(BOOL, "i1"), ref=_wrap(_fn),
-        example=_binary_example(_name, "i1"),
+        example=_binary_example(_name, "i1"), **HOOKS.get(_name, {}),
     ))
 
 register(OpDef(
-    name="where", family="elementwise ternary",
+    name="where", kind=OpKind.ELEMENTWISE_TERNARY,
     summary="elementwise select: on_true where condition holds, else on_false",
     doc="`condition ? on_true : on_false` elementwise, with numpy broadcasting of all three operands.",
     operands=("condition", "on_true", "on_false"), shape=_where_rule,
-    ref=lambda env, a, c, x, y: torch.where(c, x, y),
+    ref=lambda env, a, c, x, y: torch.where(c, x, y), **HOOKS["where"],
     example=('%3 = "sdc.where"(%0, %1, %2) : (tensor<?x4xi1>, tensor<?x4xf32>, tensor<1xf32>) '
              "-> tensor<?x4xf32>"),
 ))
