@@ -184,7 +184,7 @@ def render_op(op: OpDef) -> str:
 def _group(ops: Mapping[str, OpDef]) -> list[tuple[str, list[OpDef]]]:
     by_family: dict[str, list[OpDef]] = {}
     for op in ops.values():
-        by_family.setdefault(op.family or "other", []).append(op)
+        by_family.setdefault(op.kind.value, []).append(op)
     known = [f for f in FAMILY_ORDER if f in by_family]
     rest = sorted(f for f in by_family if f not in FAMILY_ORDER)
     # Within a family, registration order: the tables list related ops together.

@@ -53,7 +53,7 @@ from sdc import dtypes
 from sdc.codegen.memory import ALIGNMENT, LAUNCH, Buffer, max_live_bytes, place, rank_buffers
 from sdc.diagnostics import DiagnosticSink, SdcError
 from sdc.dialect.ir import entry_function, result_names, tensor_spec
-from sdc.dialect.opdef import OPS
+from sdc.dialect.opdef import OPS, weight_ops
 from sdc.dialect.shapes import is_static
 from sdc.fmt import format_bytes
 from sdc.mlir import ir
@@ -63,7 +63,6 @@ RECOMPUTED_ATTR = "sdc.recomputed"  # on a clone made in the backward
 REPORT_ATTR = "sdc.recompute"  # on the module: what the pass planned
 CUT_ATTR = "sdc.recompute_cut"  # on the module, from sdc.compile_train: {bytes_per_flop, heavy}, a fixed cut
 TRAINING_PREFIXES = ("grad.", "next.")  # results that are not the forward's
-WEIGHT_OPS = ("sdc.parameter", "sdc.constant")
 NOT_RECOMPUTED_FAMILIES = ("collective", "sharding", "custom")  # side effects, or opaque
 HEAVY_FAMILIES = ("contraction", "convolution", "attention")  # kept unless nothing cheaper fits
 NOT_RECOMPUTED_OPS = ("sdc.random_uniform",)  # deterministic, yet a mask is cheaper kept than redrawn
@@ -505,7 +504,7 @@ def _read(fn: ir.Operation, ops: list[ir.Operation], names: list[str]) -> tuple[
     outputs = set(returned)
     for i, op in enumerate(ops):
         cost, heavy = _recompute_cost(op)
-        weight = op.name in WEIGHT_OPS or (cost > 0 and bool(reads[i]) and all(v in weights for v in reads[i]))
+        weight = op.name in weight_ops() or (cost > 0 and bool(reads[i]) and all(v in weights for v in reads[i]))
         for r in op.results:
             if weight:
                 weights.add(r)

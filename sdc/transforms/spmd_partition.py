@@ -56,7 +56,6 @@ else:
     torch = lazy_import("torch")  # for bf16 constants only: `sdc-opt --list-passes` needs no torch
 
 REASON, BYTES, TENSOR = "sdc.reason", "sdc.bytes", "sdc.tensor"
-GENERATORS = ("parameter", "constant", "iota", "dim_values")
 
 
 @dataclass(frozen=True)
@@ -79,6 +78,13 @@ class SpmdPartitionPass(ModulePass):
                 _Partitioner(fg, mesh, diag).run()
         if mesh is not None and not diag.has_errors:
             module.attributes[PARTITIONED] = ir.UnitAttr.get()
+
+
+def _generates(name: str) -> bool:
+    """An op without operands whose results each device makes for itself (its sharding rule is the
+    generator's: parameters, constants, iotas)."""
+    opdef = OPS.get(name)
+    return opdef is not None and opdef.sharding.rule == "generator"
 
 
 def _erase_shards(fn) -> None:
@@ -117,7 +123,7 @@ class _Partitioner:
             ir_op = self.fg.ir_ops[index]
             if op.name == "return":
                 continue
-            if op.name in GENERATORS:
+            if _generates(op.name):
                 self._generator(index, op, ir_op)
             elif op.name == "shard":
                 self._shard(index, op, ir_op)

@@ -75,7 +75,7 @@ def _cast_ref(env, a, x):
 register(OpDef(
     name="cast", kind=OpKind.VALUES,
     precision=Precision.KEEP, fusion=FusionClass.ELEMENTWISE, layout=ELEMENTWISE_LAYOUT,
-    sharding=ShardingRule("cast"), flash_score=True,
+    sharding=ShardingRule("conversion"), flash_score=True,
     summary="convert the element type",
     doc=("Converts each element to `dtype`. Float to integer truncates toward zero; anything to i1 "
          "tests for non-zero; the shape is unchanged."),
