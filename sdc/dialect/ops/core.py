@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sdc import dtypes
+from sdc.dialect import derivatives
 from sdc.dialect.hooks import ELEMENTWISE_LAYOUT, FusionClass, OpKind, Precision, ShardingRule
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec
@@ -73,7 +74,7 @@ def _cast_ref(env, a, x):
 
 
 register(OpDef(
-    name="cast", kind=OpKind.VALUES,
+    name="cast", kind=OpKind.VALUES, vjp=derivatives.cast_vjp,
     precision=Precision.KEEP, fusion=FusionClass.ELEMENTWISE, layout=ELEMENTWISE_LAYOUT,
     sharding=ShardingRule("conversion"), flash_score=True,
     summary="convert the element type",
@@ -93,7 +94,7 @@ def _layout_cast_rule(ctx: ShapeContext, ins, attrs):
 
 
 register(OpDef(
-    name="layout_cast", kind=OpKind.LAYOUT,
+    name="layout_cast", kind=OpKind.LAYOUT, vjp=derivatives.layout_cast_vjp,
     sharding=ShardingRule("identity"),
     summary="change a tensor's physical layout, keeping its logical value",
     doc=("Returns the same logical tensor stored in the physical dimension order `layout` (a permutation: "

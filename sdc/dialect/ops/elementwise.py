@@ -6,6 +6,8 @@ import math
 from typing import TYPE_CHECKING
 
 from sdc import dtypes
+from sdc.dialect import derivatives
+from sdc.dialect import derivatives
 from sdc.dialect.hooks import TRANSCENDENTAL, OpKind, Precision, ShardingRule, per_result_element
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import ShapeContext, TensorSpec
@@ -343,7 +345,7 @@ for _name, (_fn, _cat, _attrs, _sem) in UNARY.items():
         summary=f"elementwise {_sem}",
         doc=f"Elementwise `{_sem}` on a tensor of {_cat} element type; the result has the operand's type.",
         operands=("operand",), attrs=_attrs, shape=_unary_rule(_cat), ref=_wrap(_fn),
-        example=_example1(_name, _attrs, _dt), **HOOKS.get(_name, {}),
+        example=_example1(_name, _attrs, _dt), vjp=derivatives.unary_vjp(_name), **HOOKS.get(_name, {}),
     ))
 
 for _name, (_fn, _sem) in PREDICATES.items():
@@ -369,7 +371,7 @@ for _name, (_fn, _cat, _attrs, _sem) in BINARY.items():
         doc=(f"Elementwise `{_sem}` with numpy broadcasting. Both operands have the same {_cat} "
              "element type; the result has it too."),
         operands=("lhs", "rhs"), attrs=_attrs, shape=_binary_rule(_cat, None), ref=_wrap(_fn),
-        example=_binary_example(_name, _dt), **HOOKS.get(_name, {}),
+        example=_binary_example(_name, _dt), vjp=derivatives.binary_vjp(_name), **HOOKS.get(_name, {}),
     ))
 
 for _name, (_fn, _sem) in COMPARE.items():
@@ -391,7 +393,7 @@ for _name, (_fn, _sem) in LOGICAL.items():
     ))
 
 register(OpDef(
-    name="where", kind=OpKind.ELEMENTWISE_TERNARY,
+    name="where", kind=OpKind.ELEMENTWISE_TERNARY, vjp=derivatives.where_vjp,
     summary="elementwise select: on_true where condition holds, else on_false",
     doc="`condition ? on_true : on_false` elementwise, with numpy broadcasting of all three operands.",
     operands=("condition", "on_true", "on_false"), shape=_where_rule,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sdc import dtypes
+from sdc.dialect import derivatives
 from sdc.dialect.hooks import OpKind, Precision, ShardingRule, uniform
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.core import shape_attr_dims
@@ -106,7 +107,7 @@ def _gather_elements_ref(env, a, data, indices):
 
 
 register(OpDef(
-    name="gather_elements", kind=OpKind.INDEXING,
+    name="gather_elements", kind=OpKind.INDEXING, vjp=derivatives.gather_elements_vjp,
     summary="take one element per index along an axis",
     doc=("`result[i0, ..., ik, ...] = data[i0, ..., indices[i0, ..., ik, ...], ...]` with the index replacing "
          "dim `axis` (numpy `take_along_axis`, torch `gather`). `indices` has data's rank, and the result "
@@ -157,7 +158,7 @@ def _gather_nd_ref(env, a, data, indices):
 
 
 register(OpDef(
-    name="gather_nd", kind=OpKind.INDEXING,
+    name="gather_nd", kind=OpKind.INDEXING, vjp=derivatives.gather_nd_vjp,
     summary="take slices addressed by index tuples",
     doc=("The last dim of `indices` holds k-tuples that address data's dims `batch_dims .. batch_dims+k-1`; "
          "each tuple takes the slice of the remaining dims. The leading `batch_dims` dims of data and indices "
@@ -205,7 +206,7 @@ def _scatter_elements_ref(env, a, data, indices, updates):
 
 
 register(OpDef(
-    name="scatter_elements", kind=OpKind.INDEXING,
+    name="scatter_elements", kind=OpKind.INDEXING, vjp=derivatives.scatter_elements_vjp,
     precision=Precision.KEEP,  # it may accumulate (reduction = add)
     summary="write (or combine) updates at one index per element along an axis",
     doc=("A copy of `data` where `updates[i0, ..., ik, ...]` goes to `[i0, ..., indices[i0, ..., ik, ...], ...]` "
@@ -265,7 +266,7 @@ def _scatter_nd_ref(env, a, data, indices, updates):
 
 
 register(OpDef(
-    name="scatter_nd", kind=OpKind.INDEXING,
+    name="scatter_nd", kind=OpKind.INDEXING, vjp=derivatives.scatter_nd_vjp,
     precision=Precision.KEEP,  # it may accumulate (reduction = add)
     summary="write (or combine) slices at index tuples",
     doc=("A copy of `data` where each k-tuple in the last dim of `indices` addresses a slice of data (its "
@@ -317,9 +318,10 @@ _SCAN_ATTRS = {
     "reverse": attr("bool", False, "scan from the last element toward the first"),
 }
 
-for _name, _identity, _sem in (("cumsum", 0, "sum"), ("cumprod", 1, "product")):
+for _name, _identity, _sem, _vjp in (("cumsum", 0, "sum", derivatives.cumsum_vjp),
+                                    ("cumprod", 1, "product", derivatives.cumprod_vjp)):
     register(OpDef(
-        name=_name, kind=OpKind.SCAN, accumulates=True, sharding=ShardingRule("blocked_axis", axis="axis"),
+        name=_name, kind=OpKind.SCAN, vjp=_vjp, accumulates=True, sharding=ShardingRule("blocked_axis", axis="axis"),
         summary=f"running {_sem} along an axis",
         doc=(f"Element i along `axis` is the {_sem} of elements 0..i (`exclusive`: 0..i-1, the first being "
              f"{_identity}); `reverse` runs from the end instead (i..n-1). Integers wrap around; the result "
@@ -355,7 +357,7 @@ def _topk_ref(env, a, x):
 
 
 register(OpDef(
-    name="topk", kind=OpKind.SORTING,
+    name="topk", kind=OpKind.SORTING, vjp=derivatives.topk_vjp,
     sharding=ShardingRule("blocked_axis", axis="axis"),
     summary="the k largest (or smallest) elements along an axis, with their indices",
     doc=("`values` holds the `k` largest elements along `axis` (the smallest with `largest = false`) in "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sdc.dialect import derivatives
 from sdc.dialect.hooks import OpKind, Precision, ShardingRule
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import FLOAT, check_dtype
@@ -149,7 +150,7 @@ def _conv_transpose_ref(env, a, x, w):
 
 
 register(OpDef(
-    name="conv_transpose", kind=OpKind.CONVOLUTION,
+    name="conv_transpose", kind=OpKind.CONVOLUTION, vjp=derivatives.conv_transpose_vjp,
     sharding=ShardingRule("transposed_convolution"),
     summary="N-d transposed convolution (the gradient of conv with respect to its input)",
     doc=("Scatters each element of `input` [N, C, D1..Dn] times `weight` [C, O/groups, K1..Kn] into the result "

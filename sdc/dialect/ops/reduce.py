@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sdc.dialect import derivatives
 from sdc.dialect.hooks import (TRANSCENDENTAL, FusionClass, OpKind, Precision, ShardingRule, per_operand_element,
                                per_result_element)
 from sdc.dialect.opdef import OpDef, attr, register
@@ -103,9 +104,12 @@ _REDUCE_ATTRS = {
 
 # Sums keep f32 (and so does the elementwise chain feeding them); only a sum's partial sums add up.
 _REDUCE_HOOKS = {
-    "reduce_sum": {"precision": Precision.KEEP, "accumulates": True, "sharding": ShardingRule("reduction", "unary")},
-    "reduce_mean": {"precision": Precision.KEEP, "accumulates": True},
-    "reduce_prod": {"precision": Precision.KEEP, "accumulates": True},
+    "reduce_sum": {"precision": Precision.KEEP, "accumulates": True, "sharding": ShardingRule("reduction", "unary"),
+                   "vjp": derivatives.reduce_sum_vjp},
+    "reduce_mean": {"precision": Precision.KEEP, "accumulates": True, "vjp": derivatives.reduce_mean_vjp},
+    "reduce_prod": {"precision": Precision.KEEP, "accumulates": True, "vjp": derivatives.reduce_prod_vjp},
+    "reduce_max": {"vjp": derivatives.reduce_extreme_vjp},
+    "reduce_min": {"vjp": derivatives.reduce_extreme_vjp},
 }
 
 for _name, (_fn, _sem, _empty, _cat) in REDUCTIONS.items():
@@ -169,9 +173,10 @@ def _softmax_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list
     return [ins[0]]
 
 
-for _name, _sem in (("softmax", "exp(x) / sum(exp(x))"), ("log_softmax", "x - log(sum(exp(x)))")):
+for _name, _sem, _vjp in (("softmax", "exp(x) / sum(exp(x))", derivatives.softmax_vjp),
+                          ("log_softmax", "x - log(sum(exp(x)))", derivatives.log_softmax_vjp)):
     register(OpDef(
-        name=_name, kind=OpKind.NORMALIZATION,
+        name=_name, kind=OpKind.NORMALIZATION, vjp=_vjp,
         fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL),
         sharding=ShardingRule("blocked_axis", axis="axis"),
         summary=f"{_sem} along an axis",
@@ -224,7 +229,7 @@ _NORM_ATTRS = {
 }
 
 register(OpDef(
-    name="layer_norm", kind=OpKind.NORMALIZATION,
+    name="layer_norm", kind=OpKind.NORMALIZATION, vjp=derivatives.layer_norm_vjp,
     fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL), reduced_axes=_trailing_axes,
     sharding=ShardingRule("normalization"),
     summary="layer normalization over the trailing dims",
@@ -236,7 +241,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="rms_norm", kind=OpKind.NORMALIZATION,
+    name="rms_norm", kind=OpKind.NORMALIZATION, vjp=derivatives.rms_norm_vjp,
     fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL), reduced_axes=_trailing_axes,
     sharding=ShardingRule("normalization"),
     summary="root-mean-square normalization over the trailing dims",
@@ -263,7 +268,7 @@ def _batch_norm_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> l
 
 
 register(OpDef(
-    name="batch_norm", kind=OpKind.NORMALIZATION,
+    name="batch_norm", kind=OpKind.NORMALIZATION, vjp=derivatives.batch_norm_vjp,
     fusion=FusionClass.ELEMENTWISE, cost=per_result_element(2),  # a per-channel affine map
     sharding=ShardingRule("batch_normalization"),
     summary="batch normalization with running statistics (inference)",

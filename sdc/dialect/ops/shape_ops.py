@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sdc.dialect import derivatives
 from sdc.dialect.hooks import ROW_MAJOR_ONLY, LayoutRule, OpKind, ShardingRule, uniform
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.core import shape_attr_dims
@@ -53,7 +54,7 @@ def _reshape_ref(env, a, x):
 
 
 register(OpDef(
-    name="reshape", kind=OpKind.SHAPE,
+    name="reshape", kind=OpKind.SHAPE, vjp=derivatives.reshape_vjp,
     sharding=ShardingRule("reshaping"),
     summary="reinterpret the dims, keeping the row-major element order",
     doc=("Same elements, in row-major order, under the dims `shape`: ints, at most one -1 (inferred from the "
@@ -74,7 +75,7 @@ def _transpose_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> li
 
 
 register(OpDef(
-    name="transpose", kind=OpKind.SHAPE,
+    name="transpose", kind=OpKind.SHAPE, vjp=derivatives.transpose_vjp,
     sharding=ShardingRule("permutation"),
     summary="permute the dims",
     doc="Result dim i is operand dim `perm[i]`.",
@@ -100,7 +101,7 @@ def _broadcast_ref(env, a, x):
 
 
 register(OpDef(
-    name="broadcast", kind=OpKind.SHAPE,
+    name="broadcast", kind=OpKind.SHAPE, vjp=derivatives.broadcast_vjp,
     sharding=ShardingRule("broadcasting"),
     summary="expand to a shape by numpy broadcasting",
     doc=("Broadcasts `operand` together with `shape` (numpy rules in both directions, as ONNX Expand), "
@@ -129,7 +130,7 @@ def _concat_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[
 
 
 register(OpDef(
-    name="concat", kind=OpKind.SHAPE,
+    name="concat", kind=OpKind.SHAPE, vjp=derivatives.concat_vjp,
     layout=uniform("concat joins along the remapped axis"), sharding=ShardingRule("joining"),
     summary="join two tensors along an axis",
     doc=("Concatenates `lhs` and `rhs` (equal rank and element type; other dims agree) along `axis`. "
@@ -180,7 +181,7 @@ def _slice_ref(env, a, x):
 
 
 register(OpDef(
-    name="slice", kind=OpKind.SHAPE,
+    name="slice", kind=OpKind.SHAPE, vjp=derivatives.slice_vjp,
     layout=uniform("slicing follows the remapped axes"), sharding=ShardingRule("slicing"),
     summary="strided slice along some axes",
     doc=("Python slicing `x[start:end:step]` along each listed axis (all leading axes when `axes` is empty), "
@@ -244,7 +245,7 @@ def _pad_ref(env, a, x):
 
 
 register(OpDef(
-    name="pad", kind=OpKind.SHAPE,
+    name="pad", kind=OpKind.SHAPE, vjp=derivatives.pad_vjp,
     layout=uniform("padding follows the remapped axes"), sharding=ShardingRule("padding"),
     summary="pad (or crop) each dim",
     doc=("Adds `pads[i]` elements before and `pads[rank + i]` after dim i: the constant `value`, a reflection "
@@ -280,7 +281,7 @@ def _split_ref(env, a, x):
 
 
 register(OpDef(
-    name="split", kind=OpKind.SHAPE,
+    name="split", kind=OpKind.SHAPE, vjp=derivatives.split_vjp,
     layout=uniform("splitting follows the remapped axis"), sharding=ShardingRule("splitting"),
     summary="cut a tensor into equal parts along an axis",
     doc=("Splits `operand` along `axis` into `parts` equal pieces (the dim must divide evenly), one result "
@@ -325,7 +326,7 @@ def _unsqueeze_ref(env, a, x):
 
 
 register(OpDef(
-    name="squeeze", kind=OpKind.SHAPE,
+    name="squeeze", kind=OpKind.SHAPE, vjp=derivatives.reshape_vjp,
     sharding=ShardingRule("squeezing"),
     summary="drop size-1 dims",
     doc="Removes the listed dims, each of which must have size 1.",
@@ -335,7 +336,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="unsqueeze", kind=OpKind.SHAPE,
+    name="unsqueeze", kind=OpKind.SHAPE, vjp=derivatives.reshape_vjp,
     sharding=ShardingRule("unsqueezing"),
     summary="insert size-1 dims",
     doc="Inserts size-1 dims so that they sit at `axes` in the result.",
@@ -383,7 +384,7 @@ def _gather_layout(operand_ranks) -> LayoutRule:
 
 
 register(OpDef(
-    name="gather", kind=OpKind.SHAPE,
+    name="gather", kind=OpKind.SHAPE, vjp=derivatives.gather_vjp,
     layout=_gather_layout, sharding=ShardingRule("gathering"),
     summary="take slices by index along an axis (embedding lookup)",
     doc=("numpy `take(data, indices, axis)`: result dims are data's before `axis`, then indices', then data's "
