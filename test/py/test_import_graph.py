@@ -225,3 +225,21 @@ def test_no_frontend_is_loaded_by_importing(package):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- op knowledge ([3.1] item 1)
+
+
+def test_fuse_and_the_attention_matcher_do_not_import_each_other():
+    graph = import_graph(deferred=True)
+    pair = {"sdc.transforms.fuse", "sdc.transforms.attention_pattern"}
+    assert not any(pair <= set(c) for c in cycles(subgraph(graph, lambda m: m in pair)))
+
+
+def test_the_transforms_import_no_codegen():
+    """Codegen sits above the passes: a pass that needs a fact of the planner's (the memory plan's
+    lifetimes) gets it from a module of its own layer or from the OpDef."""
+    graph = import_graph(deferred=True)
+    upward = sorted(f"{m} -> {t}" for m, ts in graph.items() if m.startswith("sdc.transforms")
+                    for t in ts if t.startswith("sdc.codegen"))
+    assert not upward, upward
