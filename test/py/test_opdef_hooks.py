@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from pathlib import Path
+
 from sdc import dtypes
 from sdc.dialect import derivatives
 from sdc.dialect.hooks import (DYNAMIC_DIM, KIND_DEFAULTS, Cost, FusionClass, LayoutRule, OpKind, Precision,
@@ -169,3 +171,14 @@ def test_precision_policies():
     got = {n: OPS[n].precision for n in keep | low | follow}
     assert got == {**{n: Precision.KEEP for n in keep}, **{n: Precision.LOW for n in low},
                    **{n: Precision.FOLLOW for n in follow}}
+
+
+def test_the_docs_table_of_kind_defaults_is_current():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "ops.md").read_text()
+    for kind in OpKind:
+        d = KIND_DEFAULTS[kind]
+        other = [fact for fact, holds in (("may view", d.may_view), ("not differentiable", not d.differentiable),
+                                          ("no folding", not d.folds)) if holds]
+        row = (f"| {kind.value} | {d.precision} | {d.fusion} | {d.layout.relation} | {d.sharding.rule} | "
+               f"{d.recompute} | {', '.join(other) or '-'} |")
+        assert row in text, f"docs/ops.md: the row of kind '{kind.value}' should read {row}"
