@@ -179,15 +179,18 @@ def layout_table(target: str) -> dict[str, Rule]:
 def rule_for(target: str, name: str, family: str = "", operand_ranks: Sequence[int] = ()) -> Rule:
     """The rule of an op (`name` without the `sdc.` prefix) on `target`, from its OpDef's layout
     hook (given its operand ranks, for a rule that depends on them). An op this process does not
-    define gets its kind's default when `family` names an op kind, else the rigid rule."""
+    define gets its kind's default when `family` names an op kind, and so does an op kind named as
+    `name` (what `Target.preferred_layouts` names); anything else the rigid rule."""
     opdef = all_ops().get(name)
     if opdef is not None:
         return _rule(target, opdef.layout_rule(operand_ranks), (opdef.kind.value, name))
-    if family in OpKind.__members__.values():
-        default = KIND_DEFAULTS[OpKind(family)].layout
-        if isinstance(default, OpLayoutRule):
-            return _rule(target, default, (family, name))
+    for kind in (family, name):
+        if kind in _KINDS and isinstance(KIND_DEFAULTS[OpKind(kind)].layout, OpLayoutRule):
+            return _rule(target, KIND_DEFAULTS[OpKind(kind)].layout, (kind, name))
     return _rule(target, _UNKNOWN, ())
+
+
+_KINDS = frozenset(kind.value for kind in OpKind)
 
 
 # ---------------------------------------------------------------- the problem

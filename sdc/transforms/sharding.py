@@ -576,7 +576,7 @@ def rule_for(name: str, family: str, attrs: dict, operands: Sequence[Sequence], 
     opdef = all_ops().get(name)
     if opdef is not None:
         hook = opdef.sharding
-    elif family in OpKind.__members__.values():
+    elif family in {kind.value for kind in OpKind}:
         hook = KIND_DEFAULTS[OpKind(family)].sharding
     else:
         hook = ShardingRule("fallback")
