@@ -63,6 +63,14 @@ class OpKind(StrEnum):
     SHARDING = "sharding"
     CUSTOM = "custom"
 
+    @classmethod
+    def named(cls, name: str) -> OpKind | None:
+        """The kind called `name`, or None (a family name from outside the registry)."""
+        try:
+            return cls(name)
+        except ValueError:
+            return None
+
     @property
     def elementwise(self) -> bool:
         """Elementwise with numpy broadcasting: arithmetic, comparisons, logic, select."""

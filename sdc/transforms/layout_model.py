@@ -184,13 +184,10 @@ def rule_for(target: str, name: str, family: str = "", operand_ranks: Sequence[i
     opdef = all_ops().get(name)
     if opdef is not None:
         return _rule(target, opdef.layout_rule(operand_ranks), (opdef.kind.value, name))
-    for kind in (family, name):
-        if kind in _KINDS and isinstance(KIND_DEFAULTS[OpKind(kind)].layout, OpLayoutRule):
-            return _rule(target, KIND_DEFAULTS[OpKind(kind)].layout, (kind, name))
+    for kind in (OpKind.named(family), OpKind.named(name)):
+        if kind is not None and isinstance(KIND_DEFAULTS[kind].layout, OpLayoutRule):
+            return _rule(target, KIND_DEFAULTS[kind].layout, (kind.value, name))
     return _rule(target, _UNKNOWN, ())
-
-
-_KINDS = frozenset(kind.value for kind in OpKind)
 
 
 # ---------------------------------------------------------------- the problem

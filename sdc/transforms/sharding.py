@@ -576,8 +576,8 @@ def rule_for(name: str, family: str, attrs: dict, operands: Sequence[Sequence], 
     opdef = all_ops().get(name)
     if opdef is not None:
         hook = opdef.sharding
-    elif family in {kind.value for kind in OpKind}:
-        hook = KIND_DEFAULTS[OpKind(family)].sharding
+    elif OpKind.named(family) is not None:
+        hook = KIND_DEFAULTS[OpKind.named(family)].sharding
     else:
         hook = ShardingRule("fallback")
     return FACTOR_RULES[hook.rule](operands, results, attrs, hook, dtypes)
