@@ -42,7 +42,7 @@ builds the regions. `traffic` and `FusionReport` give the bytes before and after
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Hashable, Sequence
 
 from sdc import dtypes

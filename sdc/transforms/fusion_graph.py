@@ -1,7 +1,7 @@
 """sdc-fuse's graph as plain data: values, nodes (one per op), and the groups a grouping makes.
 
 sdc-fuse (fuse.py) reads a function into a `FusionGraph` and plans a `Grouping` over it; the
-attention matcher (attention_pattern.py) merges an attention's groups of one. Both import this
+attention matcher (attention_pattern.py) merges an attention's three groups into one. Both import this
 module, so neither imports the other.
 """
 
