@@ -77,7 +77,7 @@ def compile_train(model, example_batch=None, *, loss=None, optimizer, output=Non
     """Compile a training step (forward, loss, backward, optimizer update) of a torch module, a JAX loss
     function `loss_fn(params, *batch)` (example_batch `(params, *batch)`) or an ONNX model with a named
     loss (`loss="cross_entropy"` or `"mse"`); returns a `sdc.train.TrainStep` (docs/training.md)."""
-    from sdc.train_frontends import compile_train as _compile_train  # torch modules go on to sdc.train
+    from sdc.train import compile_train as _compile_train
 
     return _compile_train(model, example_batch, loss=loss, optimizer=optimizer, output=output, device=device,
                           **fields)

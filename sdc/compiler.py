@@ -6,7 +6,7 @@
 One `CompileOptions` (sdc.options) says how to compile; it is built where the compile starts and
 passed down unchanged. `compile_module` is the part after the frontend (IR plus parameter values in,
 executable out); the ONNX path and the tests both go through it. The passes it runs are the
-target's compile pipeline (`sdc.transforms.pipeline.compile_pipeline`).
+target's compile passes (`sdc.transforms.pipeline.compile_passes`), each with its typed options.
 """
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ from typing import Any, Callable, Mapping, Sequence
 from sdc.diagnostics import Diagnostic, DiagnosticSink, SdcError, from_mlir_error
 from sdc.frontend import adapt_executable, import_model  # the frontends (sdc/frontend/) choose the importer
 from sdc.options import CompileOptions, describe_options
-from sdc.target import get_target
 
 Progress = Callable[[str], None]
 
 
 def check_compilable(options: CompileOptions) -> None:
     """SdcError unless sdc can compile what `options` ask for today (the target, its precision)."""
-    target = get_target(options.target)
+    target = options.target_info
     target.check_supported()
     if options.precision not in target.precisions:
         raise SdcError(f"precision '{options.precision}' is not supported on target '{target.name}' (it runs "
@@ -37,15 +36,18 @@ def check_compilable(options: CompileOptions) -> None:
 # ---------------------------------------------------------------- passes
 
 
-def run_pipeline(module, pipeline: Sequence[str], dump_ir: str | os.PathLike | None = None,
+def run_pipeline(module, pipeline: Sequence[Any], dump_ir: str | os.PathLike | None = None,
                  progress: Progress | None = None) -> None:
     """Run the passes on `module` in place, one at a time (so the IR can be dumped after each).
+
+    Each element is a pass object with its typed options (`compile_passes`) or pipeline text
+    (`sdc-recompute{memory-budget=1000}`, `cse`), read once into one.
 
     Diagnostics become one SdcError carrying all of them. With `dump_ir`, the IR before the
     first pass is `00-input.mlir` and after pass i `NN-<pass>.mlir` (the pass name without options);
     `build_artifact` then adds the generated kernels and the plan (`sdc.codegen.artifact.dump_codegen`).
     """
-    from sdc.transforms.pipeline import build_pipeline
+    from sdc.transforms.pipeline import element_pass_manager, element_text
     from sdc.mlir import MLIRError, ir
 
     op = module.operation if hasattr(module, "operation") else module
@@ -58,10 +60,11 @@ def run_pipeline(module, pipeline: Sequence[str], dump_ir: str | os.PathLike | N
         _dump(dump_dir / "00-input.mlir", op)
     with op.context, ir.Location.unknown():
         for i, element in enumerate(pipeline, 1):
+            text = element_text(element)
             if progress:
-                progress(f"running {element}")
+                progress(f"running {text}")
             sink = DiagnosticSink()
-            pm = build_pipeline(element, sink)
+            pm = element_pass_manager(element, sink)
             # MLIR verifies the module after each pass, every sdc op through its Python verifier (a
             # tenth of a ResNet-50 compile): after the last pass is enough to catch broken IR; with
             # dump_ir each pass is verified, so the dumps say which one broke it.
@@ -70,11 +73,11 @@ def run_pipeline(module, pipeline: Sequence[str], dump_ir: str | os.PathLike | N
             try:
                 pm.run(op)
             except MLIRError as e:
-                raise _pipeline_error(element, sink.diagnostics + from_mlir_error(e)) from None
+                raise _pipeline_error(text, sink.diagnostics + from_mlir_error(e)) from None
             if sink.has_errors:
-                raise _pipeline_error(element, sink.diagnostics)
+                raise _pipeline_error(text, sink.diagnostics)
             if dump_dir is not None:
-                _dump(dump_dir / f"{i:02d}-{element.split('{')[0]}.mlir", op)
+                _dump(dump_dir / f"{i:02d}-{text.split('{')[0]}.mlir", op)
 
 
 def _pipeline_error(element: str, diags: list[Diagnostic]) -> SdcError:
@@ -113,24 +116,24 @@ def build_artifact(module, params: Mapping[str, Any] | None, output: str | os.Pa
     options and the pipeline."""
     from sdc.codegen.artifact import write_artifact
     from sdc.codegen.plan import build_plan
-    from sdc.transforms.pipeline import compile_pipeline
+    from sdc.transforms.pipeline import compile_passes, element_text
     from sdc.transforms.sharding_ir import prepare_mesh
 
     options = _options(options)
     check_compilable(options)
     sharded = prepare_mesh(module, options.mesh_dict(), options.shardings_dict())
-    pipeline = compile_pipeline(options, sharded)
+    pipeline = compile_passes(options, sharded)
     run_pipeline(module, pipeline, options.dump_ir, progress)
     if progress:
         progress("planning")
-    plan = build_plan(module, params or {}, options.target)
-    if options.dump_ir is not None and get_target(options.target).has_triton_backend:
+    plan = build_plan(module, params or {}, options)
+    if options.dump_ir is not None and options.target_info.has_triton_backend:
         from sdc.codegen.artifact import dump_codegen
 
         dump_codegen(plan, options.dump_ir, len(pipeline) + 1)  # kernels and plan, numbered after the passes
     if progress:
         progress(f"writing {output}")
-    recorded = {**dict(provenance or {}), **options.to_json(), "pipeline": ",".join(pipeline)}
+    recorded = {**dict(provenance or {}), **options.to_json(), "pipeline": ",".join(map(element_text, pipeline))}
     return write_artifact(plan, module, output, options=recorded,
                           weight_seed=options.weight_seed if options.weights == "none" else None)
 
@@ -175,7 +178,7 @@ def default_device(options: CompileOptions) -> str:
     """Where a freshly compiled executable runs: the target's device if this machine has it, else the
     CPU (where a cuda artifact's reference kernels run as torch CPU ops, and its Triton kernels under
     TRITON_INTERPRET=1)."""
-    device = get_target(options.target).device
+    device = options.target_info.device
     if device == "cuda":
         import torch
 

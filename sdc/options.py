@@ -10,6 +10,11 @@ What is compiled (the model, a parameter file), where the artifact goes (`output
 is shown are arguments of the compile calls, not options: the first two are inputs, the others do
 not change the artifact.
 
+A few fields choose between kernels for comparisons and measurements (`c_kernels`, `cuda_cpp`,
+`conv_kernel`). Each may also be set through an environment variable (`SDC_C_KERNELS`,
+`SDC_CUDA_CPP`, `SDC_CONV_KERNEL`), which gives its default: the variable is read once, when the
+options are built, and the field then holds the value, so the cache key and the manifest see it.
+
 MLIR-free: the runtime and the command line can read and build options without the bindings.
 """
 
@@ -26,7 +31,7 @@ from typing import Any, Mapping
 
 from sdc.diagnostics import SdcError
 from sdc.limits import MAX_DIM, MAX_WORLD_SIZE
-from sdc.target import DEFAULT_TARGET, TARGETS, get_target
+from sdc.target import DEFAULT_TARGET, TARGETS, Target, get_target
 
 PRECISIONS = ("f32", "tf32", "bf16", "f16")
 PRECISION_ALIASES = {"fp32": "f32", "fp16": "f16", "float32": "f32", "float16": "f16", "bfloat16": "bf16"}
@@ -40,7 +45,19 @@ ShapeValue = tuple  # an input's dims (ints and symbol names) | int (a symbol's 
 InputShapes = tuple[tuple[str, Any], ...]
 Shardings = tuple[tuple[str, Any], ...]  # (name, sdc.dialect.mesh.Sharding)
 
-OPTIONS_SCHEMA = 1  # bump when a field's meaning changes, so old cache keys stop matching
+# Compile-time kernel choices and the environment variables that give their defaults.
+C_KERNELS_ENV = "SDC_C_KERNELS"  # also read at load by the runtime (sdc/runtime/c_launcher.py)
+CUDA_CPP_ENV = "SDC_CUDA_CPP"
+CUDA_CPP_FAMILIES = ("elementwise",)
+"""The kernel families (KernelProgram templates) the CUDA C++ renderer can take (sdc/codegen/cuda)."""
+CONV_KERNEL_ENV = "SDC_CONV_KERNEL"
+CONV_KERNELS = ("cudnn", "triton")
+# cuDNN: on the H200 (2026-12-02) ResNet-50 b64 fp16 ran faster with cuDNN convolutions than with the
+# Triton template for every convolution (docs/codegen.md).
+DEFAULT_CONV_KERNEL = "cudnn"
+_OFF = ("", "0", "off", "none", "no", "false")
+
+OPTIONS_SCHEMA = 2  # bump when a field's meaning changes, so old cache keys stop matching
 
 
 def _doc(text: str, *, artifact: bool = True) -> dict[str, Any]:
@@ -84,6 +101,18 @@ class CompileOptions:
         "(docs/artifact.md, 'Synthesized weights'); small and integer tensors stay in the file."))
     weight_seed: int = field(default=0, metadata=_doc(
         "the seed synthesized weights are drawn from (weights='none'); same seed, same weights."))
+    c_kernels: bool | None = field(default=None, metadata=_doc(
+        "targets with the C backend (cpu): generate C kernels for the kernel groups a C template fits "
+        "(True) or plan every group for torch (False, for comparisons). None: $SDC_C_KERNELS (0/off: "
+        "False, 1/on: True), True when unset; the field then holds the value (docs/codegen.md)."))
+    cuda_cpp: tuple[str, ...] | None = field(default=None, metadata=_doc(
+        f"target cuda: the kernel families rendered as CUDA C++ (NVRTC) instead of Triton "
+        f"({', '.join(CUDA_CPP_FAMILIES)}), as a tuple or \"a,b\". None: $SDC_CUDA_CPP (comma-separated), "
+        "none when unset; the field then holds the families, sorted (docs/codegen.md)."))
+    conv_kernel: str | None = field(default=None, metadata=_doc(
+        f"target cuda: which path convolution groups take, {' or '.join(CONV_KERNELS)} (the generated "
+        f"implicit-GEMM template). None: $SDC_CONV_KERNEL, {DEFAULT_CONV_KERNEL} when unset; the field "
+        "then holds the choice (docs/codegen.md)."))
     dump_ir: str | None = field(default=None, metadata=_doc(
         "a directory for the IR after import and after each pass (00-input.mlir, NN-<pass>.mlir); for "
         "targets with generated kernels also NN-kernels/ (their sources) and MM-plan.json / MM-plan.txt.",
@@ -112,12 +141,21 @@ class CompileOptions:
         seed = self.weight_seed
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
             raise SdcError(f"weight_seed must be an integer from 0 to 2**63-1, found {seed!r}")
+        set_(self, "c_kernels", _c_kernels(self.c_kernels))
+        set_(self, "cuda_cpp", _cuda_cpp(self.cuda_cpp))
+        set_(self, "conv_kernel", _conv_kernel(self.conv_kernel))
         if self.dump_ir is not None:
             set_(self, "dump_ir", os.fspath(self.dump_ir))
         if self.explain is not None and self.explain not in EXPLAIN:
             raise SdcError(f"explain must be one of {', '.join(EXPLAIN)}, found {self.explain!r}")
 
     # ------------------------------------------------------------ views for the code that uses them
+
+    @property
+    def target_info(self) -> Target:
+        """The registry's `Target` called `target` (checked on construction): what the driver and
+        the planner ask about the target, so no one resolves the name again."""
+        return TARGETS[self.target]
 
     def mesh_dict(self) -> dict[str, int] | None:
         return dict(self.mesh) if self.mesh is not None else None
@@ -151,6 +189,9 @@ class CompileOptions:
             "memory_budget": self.memory_budget,
             "weights": self.weights,
             "weight_seed": self.weight_seed,
+            "c_kernels": self.c_kernels,
+            "cuda_cpp": list(self.cuda_cpp),
+            "conv_kernel": self.conv_kernel,
             "dump_ir": self.dump_ir,
             "explain": self.explain,
         }
@@ -211,6 +252,45 @@ def describe_options(indent: str = "    ", width: int = 100) -> str:
 
 
 # ---------------------------------------------------------------- normalization
+
+
+def _c_kernels(value: Any) -> bool:
+    if value is None:
+        from sdc.runtime.switches import env_switch  # the one reader of on/off settings
+
+        return env_switch(C_KERNELS_ENV) is not False
+    if not isinstance(value, bool):
+        raise SdcError(f"c_kernels must be True or False, found {value!r}")
+    return value
+
+
+def _cuda_cpp(value: Any) -> tuple[str, ...]:
+    """The sorted families; from $SDC_CUDA_CPP when None (its message names the variable)."""
+    where = "cuda_cpp"
+    if value is None:
+        raw = os.environ.get(CUDA_CPP_ENV, "")
+        where, value = f"{CUDA_CPP_ENV}={raw!r}", "" if raw.strip().lower() in _OFF else raw
+    if isinstance(value, str):
+        value = [f.strip().lower() for f in value.split(",") if f.strip()]
+    if not isinstance(value, (list, tuple, set, frozenset)) or not all(isinstance(f, str) for f in value):
+        raise SdcError(f"cuda_cpp must list kernel families ({', '.join(CUDA_CPP_FAMILIES)}), found {value!r}")
+    unknown = sorted(set(value) - set(CUDA_CPP_FAMILIES))
+    if unknown:
+        raise SdcError(f"{where}: unknown kernel family {', '.join(map(repr, unknown))} "
+                       f"(families: {', '.join(CUDA_CPP_FAMILIES)})")
+    return tuple(sorted(set(value)))
+
+
+def _conv_kernel(value: Any) -> str:
+    """The choice; from $SDC_CONV_KERNEL when None (its message names the variable)."""
+    where = "conv_kernel"
+    if value is None:
+        raw = os.environ.get(CONV_KERNEL_ENV, "")
+        where, value = f"{CONV_KERNEL_ENV}={raw!r}", raw.strip().lower() or DEFAULT_CONV_KERNEL
+    if value not in CONV_KERNELS:
+        shown = "" if where != "conv_kernel" else f", found {value!r}"
+        raise SdcError(f"{where}: expected one of {', '.join(CONV_KERNELS)}{shown}")
+    return value
 
 
 def _normalize_mesh(mesh: Any) -> MeshAxes | None:

@@ -26,7 +26,7 @@ BYTE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}  # --memory-bu
 
 def add_compile_flags(c: Any) -> None:
     """The training flags of `sdc compile`."""
-    from sdc.train_frontends import LOSSES
+    from sdc.train.frontends import LOSSES
 
     c.add_argument("--train", action="store_true",
                    help="write a training step (forward, loss, backward, optimizer update) as a checkpoint at "
@@ -113,7 +113,7 @@ def check_compile_flags(args: Any) -> bool:
 
 def compile_train_command(args: Any, options: Any, out: TextIO) -> int:
     """`sdc compile MODEL --train ...`: compile the step, save it at step 0."""
-    from sdc.train_frontends import compile_train_other
+    from sdc.train import compile_train
 
     optimizer = optimizer_of(args)
     if args.params is not None or args.mesh is not None or args.explain is not None:
@@ -122,8 +122,9 @@ def compile_train_command(args: Any, options: Any, out: TextIO) -> int:
     started = time.perf_counter()
     fields = {"target": options.target, "input_shapes": options.input_shapes or None,
               "precision": options.precision, "dump_ir": options.dump_ir,
-              "memory_budget": memory_budget_of(args.memory_budget)}
-    step = compile_train_other(args.model, None, loss=args.loss, optimizer=optimizer, **fields)
+              "memory_budget": memory_budget_of(args.memory_budget),
+              "c_kernels": options.c_kernels, "cuda_cpp": options.cuda_cpp, "conv_kernel": options.conv_kernel}
+    step = compile_train(args.model, None, loss=args.loss, optimizer=optimizer, **fields)
     step.save(output)
     names = ", ".join(t.name for t in step.inputs)
     out.write(f"wrote {output} (training step: {len(step.params)} parameters, {optimizer.kind} lr "

@@ -1,6 +1,6 @@
 """The execution plan (plan.json v2): a module's entry function as ordered steps per rank, plus its weights.
 
-`build_plan(module, params, target)` walks `@main` in order and emits the steps of
+`build_plan(module, params, options)` walks `@main` in order and emits the steps of
 `sdc.runtime.plan_schema` (docs/artifact.md): each `sdc.fusion` becomes one `launch` of a reference
 kernel group (the region's ops, in order), any other sdc op a launch of its own, and each collective
 (all_reduce, all_gather, ...) a `collective` step. Everything goes on stream 0, so no record/wait.
@@ -36,7 +36,8 @@ from sdc.mlir import ir
 from sdc.runtime.format import (COLLECTIVE, COMPUTE_STREAM, FREE, KERNELS_DIR, LAUNCH, REFERENCE, encode_value,
                                weights_file)
 from sdc.runtime.reference_kernels import FRESH_RESULT, IN_PLACE_OPS
-from sdc.target import DEFAULT_TARGET, get_target
+from sdc.options import DEFAULT_CONV_KERNEL, CompileOptions
+from sdc.target import DEFAULT_TARGET, Target
 from sdc.transforms.optimizer_step import STATE_ATTR
 from sdc.transforms.sharding_ir import op_result_dims
 
@@ -93,9 +94,14 @@ class Plan:
         return out
 
 
-def build_plan(module, params: Mapping[str, Any] | None = None, target: str = DEFAULT_TARGET) -> Plan:
-    """Plan the module's entry function for `target`; `params` holds the `sdc.parameter` values."""
-    get_target(target)
+def build_plan(module, params: Mapping[str, Any] | None = None,
+               options: CompileOptions | str = DEFAULT_TARGET) -> Plan:
+    """Plan the module's entry function as `options` say (its target, precision and kernel choices;
+    a target's name stands for that target's default options); `params` holds the `sdc.parameter`
+    values."""
+    options = options if isinstance(options, CompileOptions) else CompileOptions(target=options)
+    target = options.target_info  # the target object travels from here
+    settings = _builder_settings(target, options)
     module_op = module.operation if hasattr(module, "operation") else module
     mesh = module_mesh(module_op) or {}
     world_size = 1
@@ -107,35 +113,28 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = DE
     if mesh and "sdc.partitioned" in module_op.attributes:
         if any(STATE_ATTR in d for d in attr_dicts(entry_function(module_op), ARG_ATTRS)):
             raise SdcError("a program with state (a training step) cannot be partitioned over a mesh yet")
-        return _build_ranks(module_op, params or {}, target, mesh)
+        return _build_ranks(module_op, params or {}, target, mesh, settings)
     with module_op.context:
-        builder = _RankBuilder(0, params or {}, reference_kernels=not get_target(target).has_triton_backend,
-                               c_kernels=_c_kernels(target),
-                               precision=_module_precision(module_op))
+        builder = _RankBuilder(0, params or {}, **settings)
         entry = entry_function(module_op)
         inputs, outputs = builder.walk(entry)
         guards = entry_guards(entry)
         state = state_table(entry, inputs, outputs, params or {}, builder.plan.weights)
-    return Plan(target=target, mesh=mesh, world_size=world_size, inputs=inputs, outputs=outputs, guards=guards,
-                ranks=[builder.plan], state=state)
+    return Plan(target=target.name, mesh=mesh, world_size=world_size, inputs=inputs, outputs=outputs,
+                guards=guards, ranks=[builder.plan], state=state)
 
 
-def _c_kernels(target: str) -> bool:
-    """Whether the plan's kernel groups become generated C kernels: the target has the C backend and
-    `SDC_C_KERNELS` does not turn it off (0/off: every group runs through torch, for comparisons)."""
-    from sdc.runtime.c_launcher import c_kernels_enabled
-
-    return get_target(target).has_c_backend and c_kernels_enabled()
-
-
-def _module_precision(module_op) -> str:
-    """The precision sdc-mixed-precision recorded on the module (`sdc.precision`), else f32."""
-    if "sdc.precision" not in module_op.attributes:
-        return "f32"
-    return ir.StringAttr(module_op.attributes["sdc.precision"]).value
+def _builder_settings(target: Target, options: CompileOptions) -> dict[str, Any]:
+    """What every rank's builder is told: whether the kernel groups run by reference semantics (no
+    Triton backend), whether C kernels are generated (the target has the C backend and the options
+    do not turn it off), the precision, and the cuda kernel choices."""
+    return {"reference_kernels": not target.has_triton_backend,
+            "c_kernels": target.has_c_backend and options.c_kernels,
+            "precision": options.precision, "cuda_cpp": options.cuda_cpp, "conv_kernel": options.conv_kernel}
 
 
-def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: dict[str, int]) -> Plan:
+def _build_ranks(module_op, params: Mapping[str, Any], target: Target, mesh_axes: dict[str, int],
+                 settings: dict[str, Any]) -> Plan:
     """A partitioned program: one rank plan per device, each holding its weight blocks (sdc/codegen/ranks.py)."""
     from sdc.codegen import ranks as R
     from sdc.dialect.mesh import Mesh
@@ -145,9 +144,7 @@ def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: d
     with module_op.context:
         entry = entry_function(module_op)
         for rank in range(mesh.world_size):
-            builder = _RankBuilder(rank, params, reference_kernels=not get_target(target).has_triton_backend,
-                                   c_kernels=_c_kernels(target),
-                                   precision=_module_precision(module_op))
+            builder = _RankBuilder(rank, params, **settings)
             builder.mesh = mesh
             inputs, outputs = builder.walk(entry)
             R.name_blocks(builder.plan)
@@ -161,7 +158,7 @@ def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: d
             R.localize_inputs(plan, in_shardings, mesh)
         table = R.sharding_table(entry, len(inputs), len(outputs))
         guards = entry_guards(entry)
-    return Plan(target=target, mesh=mesh_axes, world_size=mesh.world_size, inputs=inputs, outputs=outputs,
+    return Plan(target=target.name, mesh=mesh_axes, world_size=mesh.world_size, inputs=inputs, outputs=outputs,
                 guards=guards, ranks=plans, shardings=table)
 
 
@@ -171,12 +168,14 @@ class _RankBuilder:
     (reference kernel choices, in-place flags, free steps)."""
 
     def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True, precision: str = "f32",
-                 c_kernels: bool = False):
+                 c_kernels: bool = False, cuda_cpp: tuple[str, ...] = (), conv_kernel: str = DEFAULT_CONV_KERNEL):
         self.plan = RankPlan(rank)
         self.params = params
         self.reference_kernels = reference_kernels  # the target runs the kernel groups by reference semantics
         self.c_kernels = c_kernels  # ... except those a C template fits (the CPU target, sdc/codegen/cpu)
-        self.precision = precision  # the module's `sdc.precision` (tf32 lets generated f32 matmuls use tf32)
+        self.precision = precision  # the options' precision (tf32 lets generated f32 matmuls use tf32)
+        self.cuda_cpp = cuda_cpp  # the kernel families rendered as CUDA C++ instead of Triton
+        self.conv_kernel = conv_kernel  # "triton": convolution groups try the Triton template; else cuDNN
         self.ids: dict[Any, str] = {}  # ir.Value -> value id
         self.work: list[dict] = []  # launch and collective steps, in order (free steps go between them)
         self.param_errors: list[str] = []
@@ -487,6 +486,7 @@ class _RankBuilder:
         """Each launch that a Triton template fits becomes a generated kernel (backend "triton",
         its source in kernels/); the others stay reference kernel groups (sdc/codegen/triton)."""
         from sdc.codegen.triton import LoweringError, generate_kernel
+        from sdc.codegen.triton.conv import CUDNN_REASON
 
         for step in self.plan.steps:
             if step["kind"] != LAUNCH:
@@ -494,6 +494,8 @@ class _RankBuilder:
             ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
             entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
             try:
+                if self.conv_kernel != "triton" and any(e["op"] == "conv" for e in ops):
+                    raise LoweringError(CUDNN_REASON)
                 generated = generate_kernel(ops, step["inputs"], step["outputs"], self.plan.values, entry,
                                             self.weight_tensor, precision=self.precision)
             except LoweringError as e:
@@ -511,7 +513,7 @@ class _RankBuilder:
             from sdc.codegen.cuda import cuda_kernel
             from sdc.runtime.format import CUDA
 
-            generated = cuda_kernel(generated.program, ops, entry) or generated  # the families SDC_CUDA_CPP picks
+            generated = cuda_kernel(generated.program, ops, entry, self.cuda_cpp) or generated
             path = f"{KERNELS_DIR}/{entry}.{'cu' if generated.kernel['backend'] == CUDA else 'py'}"
             self.plan.kernel_sources[path] = generated.source
             step["kernel"] = {"backend": generated.kernel["backend"], "source": path,

@@ -2,7 +2,7 @@
 
 The torch importer calls this for a `torch.ops.<ns>.<op>` node, the ONNX importer for a node of a
 custom domain; both have already checked, for the whole model up front, that every such op is
-registered (sdc/custom_ops.py).
+registered (sdc/dialect/custom_registry.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""What every sdc pass shares: options as dataclass fields, diagnostics, and the PassManager hook."""
+"""What every sdc pass shares: options as dataclass fields, diagnostics, and the PassManager hook.
+
+A pass's options are its fields, typed. The compile driver builds pass objects with their values
+(sdc.transforms.pipeline.compile_passes); sdc-opt's text form (`sdc-fuse{target=cuda}`) is read
+once into the same fields (`from_options`) and written back by `pipeline_text()`, which is what the
+manifest records."""
 
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ class ModulePass:
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    always_written: ClassVar[tuple[str, ...]] = ()
+    """Fields `pipeline_text()` writes even at their default (a target: the text then says which)."""
 
     def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
         raise NotImplementedError
@@ -41,6 +48,23 @@ class ModulePass:
             values[field_name] = _convert(cls.name, key, fields[field_name].type, text)
         return cls(**values)
 
+    def pipeline_text(self) -> str:
+        """The pass in pipeline text: `name{key=value ...}` with the fields that differ from their
+        defaults (and `always_written`); `from_options` reads it back to an equal pass."""
+        items = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name not in self.always_written and f.default is not dataclasses.MISSING and value == f.default:
+                continue
+            items.append(f"{f.name.replace('_', '-')}={_option_text(self.option_text(f.name, value))}")
+        return f"{self.name}{{{' '.join(items)}}}" if items else self.name
+
+    def option_text(self, field_name: str, value) -> str:
+        """The text of one option's value; a pass whose field holds parsed values overrides it."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
     def add_to(self, pm, sink: DiagnosticSink) -> None:
         def run(op, pass_) -> None:
             before = len([d for d in sink.diagnostics if d.severity == "error"])
@@ -50,6 +74,12 @@ class ModulePass:
                 pass_.signal_pass_failure()
 
         pm.add(run, name=self.name, argument=self.name, description=self.summary)
+
+
+def _option_text(text: str) -> str:
+    """Quoted when it holds a separator or an `=` (`input-shape="x=B,3 B=1..64"`), so the option
+    reader takes it as one value."""
+    return f'"{text}"' if any(ch.isspace() or ch in ",{}=" for ch in text) else text
 
 
 def _convert(pass_name: str, key: str, annotation, text: str):

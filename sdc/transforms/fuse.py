@@ -419,6 +419,7 @@ class FusePass(ModulePass):
     name = "sdc-fuse"
     summary = "group ops into kernels (sdc.fusion regions): elementwise chains, reductions, matmul/conv epilogues"
     target: str = DEFAULT_TARGET
+    always_written = ("target",)
 
     def __post_init__(self):
         if self.target not in TARGETS:

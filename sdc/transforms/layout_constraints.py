@@ -54,6 +54,7 @@ class LayoutConstraintsPass(ModulePass):
     name = "sdc-layout-constraints"
     summary = "assign per-target tensor layouts minimizing whole-function cost; insert minimal layout_casts"
     target: str = DEFAULT_TARGET
+    always_written = ("target",)
 
     def __post_init__(self):
         if self.target not in TARGETS:

@@ -256,6 +256,7 @@ class MixedPrecisionPass(ModulePass):
     summary = "compute an f32 program in bf16/f16 where safe (f32 for softmax, norms, reductions)"
 
     precision: str = "bf16"
+    always_written = ("precision",)
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

@@ -2,20 +2,26 @@
 
 sdc passes and upstream MLIR passes mix freely; sdc-opt, the compile driver and the tests all
 build their PassManagers here. The compile pipeline of each target is named here too
-(`COMPILE_PIPELINES`, `compile_pipeline(options)`): the driver runs what this table says.
+(`COMPILE_PIPELINES`, `compile_passes(options)`): the driver runs what this table says. Its
+elements are pass objects with typed options, built once from the `CompileOptions` (an upstream
+pass, `cse`, stays its text); `compile_pipeline(options)` is the same pipeline as text, which the
+manifest records and sdc-opt reads.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, Union
 
 from sdc.diagnostics import DiagnosticSink, PipelineError, SdcError
 from sdc.mlir import MLIRError, PassManager
 from sdc.options import CompileOptions
 from sdc.target import TARGETS
 from sdc.transforms import PASSES, get_pass
-from sdc.transforms.base import PassOptionError
+from sdc.transforms.base import ModulePass, PassOptionError
+
+PipelineElement = Union[ModulePass, str]
+"""One pass of a pipeline: an sdc pass object (its options typed), or an upstream pass's text (`cse`)."""
 
 
 def split_pipeline(text: str) -> list[str]:
@@ -103,6 +109,20 @@ def build_pipeline(pipeline: str, sink: DiagnosticSink) -> PassManager:
     return pm
 
 
+def element_text(element: PipelineElement) -> str:
+    """The pipeline text of one element (`sdc-fuse{target=cuda}`, `cse`)."""
+    return element.pipeline_text() if isinstance(element, ModulePass) else element
+
+
+def element_pass_manager(element: PipelineElement, sink: DiagnosticSink) -> PassManager:
+    """A PassManager running one element: a pass object as it is, text through `build_pipeline`."""
+    if not isinstance(element, ModulePass):
+        return build_pipeline(element, sink)
+    pm = PassManager("builtin.module")
+    element.add_to(pm, sink)
+    return pm
+
+
 def _mlir_reason(e: Exception) -> str:
     """MLIR's reason for refusing a pipeline element, on one line."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
@@ -117,30 +137,39 @@ SHAPES = "sdc-shape-constraints"
 SHARDING: tuple[str, ...] = ("sdc-sharding-propagation", "sdc-spmd-partition")
 
 
-def shape_constraints(options: CompileOptions) -> str:
-    """The shape pass, given the options' input shapes (`input-shape="x=B,3,224,224 B=1..64"`)."""
-    bindings = " ".join(f"{name}={','.join(str(d) for d in value) if isinstance(value, tuple) else value}"
-                        for name, value in options.input_shapes)
-    return f'{SHAPES}{{input-shape="{bindings}"}}' if bindings else SHAPES
+def sdc_pass(name: str, **options) -> ModulePass:
+    """The registered sdc pass `name` with typed `options` (its dataclass fields)."""
+    return get_pass(name)(**options)
 
 
-PipelineBuilder = Callable[[CompileOptions, bool], tuple[str, ...]]
+def shape_constraints(options: CompileOptions) -> ModulePass:
+    """The shape pass, given the options' input shapes (each read by the one binding parser)."""
+    from sdc.dialect.bindings import parse_binding
+
+    bindings = tuple(parse_binding(f"{name}={','.join(str(d) for d in value) if isinstance(value, tuple) else value}")
+                     for name, value in options.input_shapes)
+    return sdc_pass(SHAPES, input_shape=bindings)
 
 
-def sharding(sharded: bool) -> tuple[str, ...]:
+PipelineBuilder = Callable[[CompileOptions, bool], tuple[PipelineElement, ...]]
+
+
+def sharding(sharded: bool) -> tuple[ModulePass, ...]:
     """Propagation and partitioning, for a module with a device mesh (nothing otherwise)."""
-    return SHARDING if sharded else ()
+    return tuple(sdc_pass(name) for name in SHARDING) if sharded else ()
 
 
-def mixed_precision(options: CompileOptions) -> tuple[str, ...]:
+def mixed_precision(options: CompileOptions) -> tuple[ModulePass, ...]:
     """The mixed-precision pass when the options compute in anything but f32 (nothing otherwise)."""
-    return () if options.precision == "f32" else (f"sdc-mixed-precision{{precision={options.precision}}}",)
+    return () if options.precision == "f32" else (sdc_pass("sdc-mixed-precision", precision=options.precision),)
 
 
-def recompute(options: CompileOptions) -> tuple[str, ...]:
+def recompute(options: CompileOptions) -> tuple[ModulePass, ...]:
     """Recomputation under the options' memory budget (nothing without one). It runs after sdc-fuse,
     on kernel groups, so the lifetimes it plans are those of the values the memory plan places."""
-    return () if options.memory_budget is None else (f"sdc-recompute{{memory-budget={options.memory_budget}}}",)
+    if options.memory_budget is None:
+        return ()
+    return (sdc_pass("sdc-recompute", memory_budget=options.memory_budget),)
 
 
 def _graph_pipeline(target: str) -> PipelineBuilder:
@@ -148,22 +177,22 @@ def _graph_pipeline(target: str) -> PipelineBuilder:
     the planner then generates Triton kernels for the groups its templates fit (sdc/codegen/triton);
     a target whose passes differ gets a builder of its own in COMPILE_PIPELINES."""
 
-    def build(options: CompileOptions, sharded: bool) -> tuple[str, ...]:
+    def build(options: CompileOptions, sharded: bool) -> tuple[PipelineElement, ...]:
         return (
-            "sdc-verify",
-            "sdc-canonicalize",
+            sdc_pass("sdc-verify"),
+            sdc_pass("sdc-canonicalize"),
             "cse",
-            "sdc-patch-conv",
+            sdc_pass("sdc-patch-conv"),
             shape_constraints(options),
             *sharding(sharded),
             # Graph rewrites that need the shapes (and the partition) and change what layouts and
             # fusion see go here, one line each: folding batch norm into convolutions, for one.
-            "sdc-fold-conv-batch-norm",
+            sdc_pass("sdc-fold-conv-batch-norm"),
             *mixed_precision(options),
-            f"sdc-layout-constraints{{target={target}}}",
-            f"sdc-fuse{{target={target}}}",
+            sdc_pass("sdc-layout-constraints", target=target),
+            sdc_pass("sdc-fuse", target=target),
             *recompute(options),
-            "sdc-verify",
+            sdc_pass("sdc-verify"),
         )
 
     return build
@@ -176,11 +205,17 @@ COMPILE_PIPELINES: dict[str, PipelineBuilder] = {
 """Target name -> its compile pipeline, given the options and whether the module has a device mesh."""
 
 
-def compile_pipeline(options: CompileOptions, sharded: bool = False) -> tuple[str, ...]:
-    """The pass pipeline that compiles for `options.target`, one element per pass (so the driver can
-    dump the IR after each); `sharded`: the module has a device mesh, so it is partitioned."""
+def compile_passes(options: CompileOptions, sharded: bool = False) -> tuple[PipelineElement, ...]:
+    """The passes that compile for `options.target`, each with its options built once, one element
+    per pass (so the driver can dump the IR after each); `sharded`: the module has a device mesh, so
+    it is partitioned."""
     builder = COMPILE_PIPELINES.get(options.target)
     if builder is None:  # a target in the registry without a pipeline here is sdc's bug, not the user's
         raise SdcError(f"target '{options.target}' has no compile pipeline (pipelines: "
                        f"{', '.join(COMPILE_PIPELINES)}; targets: {', '.join(TARGETS)})")
     return builder(options, sharded)
+
+
+def compile_pipeline(options: CompileOptions, sharded: bool = False) -> tuple[str, ...]:
+    """`compile_passes` as pipeline text, one element per pass (what the manifest records)."""
+    return tuple(element_text(e) for e in compile_passes(options, sharded))

@@ -316,9 +316,23 @@ def choose(graph: JointGraph, budget: int | None) -> Choice:
             best, best_arena = cut, arena
     chosen, arena = _greedy(graph, best, best_arena, budget)
     if arena > budget:
-        raise SdcError(f"memory budget {format_bytes(budget)} ({budget} bytes) is below what recomputation "
-                       f"reaches: the lowest planned peak is {format_bytes(arena)} ({arena} bytes)")
+        raise BudgetUnreachable(budget, arena)
     return Choice(chosen, before, arena, graph.peak(chosen))
+
+
+class BudgetUnreachable(SdcError):
+    """The budget is below the lowest arena recomputation reaches (`lowest`, in bytes)."""
+
+    def __init__(self, budget: int, lowest: int):
+        super().__init__(f"memory budget {format_bytes(budget)} ({budget} bytes) is below what recomputation "
+                         f"reaches: the lowest planned peak is {format_bytes(lowest)} ({lowest} bytes)")
+        self.budget, self.lowest = budget, lowest
+
+
+def estimate_misses_budget(module: ir.Operation) -> bool:
+    """Whether sdc-recompute ran on `module` and found its budget out of reach (it records that, with
+    the lowest arena, before it fails): sdc.compile_train then measures the cuts itself."""
+    return "unreachable" in (report(module) or {})
 
 
 def fixed_cut(graph: JointGraph, bytes_per_flop: float, heavy: bool) -> Choice:
@@ -399,6 +413,13 @@ class RecomputePass(ModulePass):
                 choice = fixed_cut(graph, ir.FloatAttr(d["bytes_per_flop"]).value, ir.BoolAttr(d["heavy"]).value)
             else:
                 choice = choose(graph, self.memory_budget or None)
+        except BudgetUnreachable as e:
+            with module.context:
+                i64 = ir.IntegerType.get_signless(64)
+                module.attributes[REPORT_ATTR] = ir.DictAttr.get({
+                    "budget": ir.IntegerAttr.get(i64, e.budget), "unreachable": ir.IntegerAttr.get(i64, e.lowest)})
+            diag.error(fn, f"sdc-recompute: {e}")
+            return
         except SdcError as e:
             diag.error(fn, f"sdc-recompute: {e}")
             return
@@ -421,7 +442,7 @@ def report(module: ir.Operation) -> dict[str, int] | None:
     if REPORT_ATTR not in attrs:
         return None
     d = ir.DictAttr(attrs[REPORT_ATTR])
-    keys = ("budget", "peak_before", "peak", "arena", "max_live", "recomputed")
+    keys = ("budget", "peak_before", "peak", "arena", "max_live", "recomputed", "unreachable")
     return {k: ir.IntegerAttr(d[k]).value for k in keys if k in d}
 
 

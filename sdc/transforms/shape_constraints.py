@@ -238,16 +238,20 @@ class ShapeConstraintsPass(ModulePass):
 
     name = "sdc-shape-constraints"
     summary = "solve symbolic dims: static types where provable, relations and run-time guards as attributes"
-    input_shape: str = ""
+    input_shape: tuple[ShapeBinding, ...] | str = ()  # the text form is parsed once, here
 
     def __post_init__(self) -> None:
-        try:
-            parse_bindings(self.input_shape)
-        except ValueError as e:
-            raise PassOptionError(f"pass '{self.name}' option 'input-shape': {e}") from None
+        if isinstance(self.input_shape, str):
+            try:
+                object.__setattr__(self, "input_shape", tuple(parse_bindings(self.input_shape)))
+            except ValueError as e:
+                raise PassOptionError(f"pass '{self.name}' option 'input-shape': {e}") from None
+
+    def option_text(self, field_name: str, value) -> str:
+        return " ".join(b.text() for b in value) if field_name == "input_shape" else super().option_text(field_name, value)
 
     def run(self, module: ir.Operation, diag: DiagnosticSink) -> None:
-        bindings = parse_bindings(self.input_shape)
+        bindings = list(self.input_shape)
         fns = [fn for fn in walk_ops(module, "func.func") if fn.regions[0].blocks]
         if not _check_bindings(bindings, fns, diag):
             return

@@ -148,6 +148,16 @@ def test_an_unknown_family_is_one_error(monkeypatch, tmp_path):
         build(MIXED, tmp_path / "mixed.sdc")
 
 
+def test_the_cuda_cpp_option_selects_the_family_without_the_variable(monkeypatch, tmp_path):
+    monkeypatch.delenv("SDC_CUDA_CPP", raising=False)
+    artifact = Path(build_artifact(parse_module(MIXED), {}, tmp_path / "mixed.sdc",
+                                   CompileOptions(target="cuda", cuda_cpp=("elementwise",))))
+    (step,) = launch_steps(artifact)
+    assert step["kernel"]["backend"] == "cuda"
+    recorded = json.loads((artifact / "manifest.json").read_text())["compile_options"]
+    assert recorded["cuda_cpp"] == ["elementwise"]
+
+
 def test_inspect_names_the_cuda_cpp_groups(cuda_cpp, tmp_path):
     plan = json.loads((build(CHAIN.replace("DT", "f32"), tmp_path / "chain.sdc") / "plan.json").read_text())
     lines = backend_lines(plan["ranks"][0], "cuda")

@@ -147,6 +147,21 @@ def subgraph(graph: Graph, keep) -> Graph:
     return {v: {w for w in ws if keep(w)} for v, ws in graph.items() if keep(v)}
 
 
+def collapse(graph: Graph, package: str) -> Graph:
+    """The graph with every module of `package` (and the package itself) as one node."""
+    def node(m: str) -> str:
+        return package if _within(m, package) else m
+
+    out: Graph = {}
+    for v, ws in graph.items():
+        out.setdefault(node(v), set()).update(node(w) for w in ws if node(w) != node(v))
+    return out
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
 def _onnx_frontend(name: str) -> bool:
     return name.startswith("sdc.frontend.onnx")
 
@@ -175,6 +190,11 @@ def test_resolve_names_modules_not_attributes():
     assert resolve(plain, "sdc.x", modules, False) == {"sdc.frontend.values"}
 
 
+def test_collapse_finds_a_circle_through_a_package():
+    graph = {"p.a": {"q"}, "q": {"p.b"}, "p.b": set()}
+    assert cycles(graph) == [] and cycles(collapse(graph, "p")) == [["p", "q"]]
+
+
 def test_the_graph_sees_module_level_and_deferred_imports():
     top, everything = import_graph(deferred=False), import_graph(deferred=True)
     assert "sdc.frontend.onnx_ops" in top["sdc.frontend.onnx"]
@@ -193,6 +213,30 @@ def test_no_import_circle_in_the_onnx_frontend():
 def test_no_import_circle_between_mlir_and_the_dialect():
     found = cycles(subgraph(import_graph(deferred=True), _mlir_or_dialect))
     assert not any("sdc.mlir" in c for c in found), f"sdc/mlir.py and sdc/dialect/ import each other: {found}"
+
+
+DRIVERS = ("sdc.compiler", "sdc.torch_compile", "sdc.train")  # compile a model: above every frontend
+
+
+def test_no_frontend_imports_a_driver():
+    """`compiler -> frontend -> frontend.torch -> frontend/torch/backend.py -> compiler` was a circle:
+    the torch.compile backend compiles graphs, so it is a driver (sdc/torch_compile.py), and no
+    frontend module imports one (deferred imports included)."""
+    graph = import_graph(deferred=True)
+    upward = sorted((v, w) for v, ws in graph.items() if _within(v, "sdc.frontend")
+                    for w in ws if any(_within(w, d) for d in DRIVERS))
+    assert not upward, f"frontend modules importing a driver: {upward}"
+    assert not [c for c in cycles(graph) if "sdc.compiler" in c]
+
+
+def test_the_dialect_is_in_no_circle_with_the_modules_above_it():
+    """`dialect/ops/custom.py <-> custom_ops.py` was a circle through the dialect package (the
+    registry imported the dialect's shapes, the dialect's op the registry): the registry is the
+    dialect's (sdc/dialect/custom_registry.py), `sdc.custom_ops` its public face."""
+    graph = import_graph(deferred=True)
+    assert "sdc.custom_ops" not in collapse(graph, "sdc.dialect")["sdc.dialect"]
+    found = [c for c in cycles(collapse(graph, "sdc.dialect")) if "sdc.dialect" in c]
+    assert not found, f"import circles through sdc/dialect/ (deferred imports included): {found}"
 
 
 def test_report_other_import_circles(capsys):

@@ -196,13 +196,13 @@ def test_clones_are_in_the_backward_and_the_minimum_is_reported():
     from sdc.compiler import run_pipeline
     from sdc.dialect.ir import entry_function
     from sdc.frontend import import_model
-    from sdc.train import _WithLoss
+    from sdc.frontend.torch.training import with_loss
     from sdc.transforms.optimizer_step import pass_options
 
     x, y = _data(1)[0]
 
     def step_module():
-        module, _, _ = import_model(_WithLoss(_mlp(), F.cross_entropy), example_args=(x, y))
+        module, _, _ = import_model(with_loss(_mlp(), F.cross_entropy), example_args=(x, y))
         run_pipeline(module, ["sdc-autodiff", pass_options(sdc.optim.SGD(lr=0.1)), "sdc-canonicalize", "cse"])
         return module
 
@@ -217,6 +217,14 @@ def test_clones_are_in_the_backward_and_the_minimum_is_reported():
     with pytest.raises(SdcError, match=r"memory budget 1000 B \(1000 bytes\) is below what recomputation reaches: "
                                        r"the lowest planned peak is .* \(\d+ bytes\)"):
         run_pipeline(step_module(), ["sdc-recompute{memory-budget=1000}"])
+    # what sdc.compile_train branches on: the estimate's miss, recorded as a value on the module
+    from sdc.transforms.recompute import estimate_misses_budget, report
+
+    assert not estimate_misses_budget(module) and report(module)["arena"] <= 900 * KIB
+    missed = step_module()
+    with pytest.raises(SdcError):
+        run_pipeline(missed, ["sdc-recompute{memory-budget=1000}"])
+    assert estimate_misses_budget(missed) and report(missed)["unreachable"] > 1000
 
 
 def test_errors():

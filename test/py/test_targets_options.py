@@ -145,6 +145,29 @@ def test_pipelines_cover_every_target():
     assert sharded[5:7] == ("sdc-sharding-propagation", "sdc-spmd-partition")
 
 
+def test_the_driver_runs_pass_objects_with_typed_options_and_records_their_text():
+    from sdc.dialect.bindings import ShapeBinding
+    from sdc.transforms import get_pass
+    from sdc.transforms.base import ModulePass
+    from sdc.transforms.pipeline import _ELEMENT, compile_passes, compile_pipeline, element_text, parse_options
+
+    options = CompileOptions(target="cuda", input_shapes={"x": ["B", 8], "B": "1..64"}, precision="bf16",
+                             memory_budget=4096)
+    passes = compile_passes(options)
+    by_name = {p.name: p for p in passes if isinstance(p, ModulePass)}
+    assert by_name["sdc-shape-constraints"].input_shape == (ShapeBinding("B", lo=1, hi=64),
+                                                            ShapeBinding("x", dims=("B", 8)))
+    assert by_name["sdc-recompute"].memory_budget == 4096 and by_name["sdc-fuse"].target == "cuda"
+    assert by_name["sdc-mixed-precision"].precision == "bf16"
+    assert [p for p in passes if not isinstance(p, ModulePass)] == ["cse"]
+    texts = compile_pipeline(options)
+    assert texts == tuple(element_text(p) for p in passes)
+    assert "sdc-recompute{memory-budget=4096}" in texts and "sdc-mixed-precision{precision=bf16}" in texts
+    for p in by_name.values():  # the text reads back to an equal pass (what sdc-opt runs)
+        name, text = _ELEMENT.match(p.pipeline_text()).groups()
+        assert get_pass(name).from_options(parse_options(text)) == p
+
+
 # ---------------------------------------------------------------- the passes' target option
 
 
@@ -205,6 +228,7 @@ def test_options_are_frozen_normalized_and_hashable():
     assert dataclasses.replace(a, target="cuda").mesh == a.mesh
     assert CompileOptions.of(a, dump_ir="/tmp/ir") == dataclasses.replace(a, dump_ir="/tmp/ir")
     assert CompileOptions(input_shapes={"x": [8]}).input_shapes == (("x", (8,)),)  # dims, not a symbol's value
+    assert CompileOptions(target="cuda").target_info is get_target("cuda")  # the registry's object, not a copy
 
 
 def test_cache_key_is_stable_and_sensitive_to_what_changes_the_artifact():
@@ -266,6 +290,117 @@ def test_help_of_sdc_compile_lists_every_option():
     from sdc.compiler import compile as driver_compile
 
     assert all(f"{f.name} (default" in driver_compile.__doc__ for f in dataclasses.fields(CompileOptions))
+
+
+# ---------------------------------------------------------------- kernel choices: fields, env defaults
+
+
+KERNEL_ENV = ("SDC_C_KERNELS", "SDC_CUDA_CPP", "SDC_CONV_KERNEL")
+
+
+@pytest.fixture
+def no_kernel_env(monkeypatch):
+    for name in KERNEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_kernel_choices_default_from_the_environment_read_when_options_are_built(no_kernel_env):
+    default = CompileOptions()
+    assert (default.c_kernels, default.cuda_cpp, default.conv_kernel) == (True, (), "cudnn")
+    no_kernel_env.setenv("SDC_C_KERNELS", "off")
+    no_kernel_env.setenv("SDC_CUDA_CPP", " Elementwise ")
+    no_kernel_env.setenv("SDC_CONV_KERNEL", "triton")
+    from_env = CompileOptions(target="cuda")
+    assert (from_env.c_kernels, from_env.cuda_cpp, from_env.conv_kernel) == (False, ("elementwise",), "triton")
+    # a field given beats the variable; the variable is not read again by replace
+    assert CompileOptions(c_kernels=True, cuda_cpp=(), conv_kernel="cudnn") == default
+    no_kernel_env.setenv("SDC_CONV_KERNEL", "cudnn")
+    assert dataclasses.replace(from_env, mesh="dp=2").conv_kernel == "triton"
+    no_kernel_env.setenv("SDC_CUDA_CPP", "none")
+    assert CompileOptions().cuda_cpp == ()
+
+
+def test_kernel_choices_are_in_the_cache_key_and_the_json(no_kernel_env):
+    base = CompileOptions(target="cuda")
+    changed = [dataclasses.replace(base, c_kernels=False), dataclasses.replace(base, cuda_cpp="elementwise"),
+               dataclasses.replace(base, conv_kernel="triton")]
+    keys = {o.cache_key() for o in changed}
+    assert len(keys) == 3 and base.cache_key() not in keys
+    for options in changed:
+        data = json.loads(json.dumps(options.to_json()))
+        assert CompileOptions.from_json(data) == options
+    no_kernel_env.setenv("SDC_CONV_KERNEL", "cudnn")  # a manifest's recorded choice wins over the variable
+    assert CompileOptions.from_json(changed[2].to_json()).conv_kernel == "triton"
+    assert changed[1].to_json()["cuda_cpp"] == ["elementwise"]
+
+
+@pytest.mark.parametrize("kwargs, env, message", [
+    ({"c_kernels": "yes"}, {}, r"c_kernels must be True or False, found 'yes'"),
+    ({}, {"SDC_C_KERNELS": "maybe"}, r"SDC_C_KERNELS='maybe' is not one of 1, on, 0, off"),
+    ({"cuda_cpp": ("elementwise", "matmul")}, {}, r"cuda_cpp: unknown kernel family 'matmul' \(families: elementwise\)"),
+    ({}, {"SDC_CUDA_CPP": "conv"}, r"SDC_CUDA_CPP='conv': unknown kernel family 'conv' \(families: elementwise\)"),
+    ({"conv_kernel": "cutlass"}, {}, r"conv_kernel: expected one of cudnn, triton, found 'cutlass'"),
+    ({}, {"SDC_CONV_KERNEL": "cutlass"}, r"SDC_CONV_KERNEL='cutlass': expected one of cudnn, triton$"),
+])
+def test_bad_kernel_choices_are_one_error_on_construction(no_kernel_env, kwargs, env, message):
+    for name, value in env.items():
+        no_kernel_env.setenv(name, value)
+    with pytest.raises(SdcError, match=message):
+        CompileOptions(**kwargs)
+
+
+def test_the_cuda_cpp_families_are_kernel_templates():
+    from sdc.codegen.cuda import FAMILIES
+    from sdc.codegen.triton.lower import ELEMENTWISE
+    from sdc.options import CUDA_CPP_FAMILIES
+
+    assert FAMILIES == CUDA_CPP_FAMILIES == (ELEMENTWISE,)
+
+
+def test_the_c_kernels_option_reaches_the_plan(no_kernel_env):
+    from sdc.codegen.plan import build_plan
+    from sdc.ir_text import parse_module
+    from sdc.transforms.pipeline import compile_pipeline
+    from sdc.compiler import run_pipeline
+
+    def backends(options):
+        module = parse_module(MODEL)
+        run_pipeline(module, compile_pipeline(options))
+        plan = build_plan(module, {"w": np.ones(8, np.float32)}, options)
+        return [s["kernel"]["backend"] for s in plan.ranks[0].launches()]
+
+    assert backends(CompileOptions()) == ["c"]
+    assert backends(CompileOptions(c_kernels=False)) == ["reference"]
+
+
+MATMUL = """
+func.func @main(%x: tensor<16x32xf32> {sdc.name = "x"}, %w: tensor<32x16xf32> {sdc.name = "w"})
+    -> (tensor<16x16xf32> {sdc.name = "y"}) {
+  %0 = "sdc.matmul"(%x, %w) : (tensor<16x32xf32>, tensor<32x16xf32>) -> tensor<16x16xf32>
+  return %0 : tensor<16x16xf32>
+}
+"""
+
+
+def test_the_planner_takes_the_precision_from_the_options_not_the_module():
+    pytest.importorskip("triton")
+    from sdc.codegen.plan import build_plan
+    from sdc.ir_text import parse_module
+    from sdc.mlir import ir
+
+    def dot_precision(precision: str, recorded: str | None) -> str:
+        module = parse_module(MATMUL)
+        if recorded is not None:  # what sdc-mixed-precision writes; the planner no longer reads it
+            with module.context:
+                module.operation.attributes["sdc.precision"] = ir.StringAttr.get(recorded)
+        plan = build_plan(module, {}, CompileOptions(target="cuda", precision=precision))
+        (source,) = plan.kernel_files().values()
+        return "tf32" if 'input_precision="tf32"' in source else "ieee"
+
+    assert dot_precision("tf32", None) == "tf32"
+    assert dot_precision("f32", "tf32") == "ieee"
+    assert build_plan(parse_module(MATMUL), {}, "cuda").target == "cuda"  # a name: that target's defaults
 
 
 # ---------------------------------------------------------------- the manifest

@@ -19,7 +19,7 @@ from torch.export import Dim
 import sdc
 from sdc.diagnostics import SdcError
 from sdc.frontend.torch import import_torch
-from sdc.frontend.torch.backend import STATS
+from sdc.torch_compile import STATS
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5)}
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch.export import Dim
 
 import sdc
-from sdc.frontend.torch.backend import STATS
+from sdc.torch_compile import STATS
 
 
 def close(got: torch.Tensor, want: torch.Tensor) -> None:

@@ -368,6 +368,13 @@ def test_rng_input_names_agree():
     assert sdc.train.RNG_INPUTS == RNG_INPUTS
 
 
+def test_model_prefix_agrees_with_the_torch_wrapper():
+    from sdc.frontend.torch.training import MODEL_PREFIX
+
+    assert sdc.train.MODEL_PREFIX == MODEL_PREFIX
+    assert sdc.train.step._torch_name(MODEL_PREFIX + "0.weight") == "0.weight"
+
+
 # ---------------------------------------------------------------- transformers
 
 

@@ -158,10 +158,10 @@ def test_errors():
 def test_pass_errors():
     from sdc.compiler import run_pipeline
     from sdc.frontend import import_model
-    from sdc.train import _WithLoss
+    from sdc.frontend.torch.training import with_loss
 
     def module():
-        return import_model(_WithLoss(nn.Linear(4, 3), F.cross_entropy),
+        return import_model(with_loss(nn.Linear(4, 3), F.cross_entropy),
                             example_args=(torch.randn(5, 4), torch.randint(0, 3, (5,))))[0]
 
     with pytest.raises(SdcError, match=r"sdc-optimizer-step with loss-scaling runs after sdc-loss-scale and "

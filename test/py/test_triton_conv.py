@@ -163,6 +163,24 @@ def test_default_is_the_fused_cudnn_call_and_inspect_says_so(tmp_path, monkeypat
     torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
 
 
+def test_the_conv_kernel_option_selects_the_template_without_the_variable(tmp_path, monkeypatch, rng):
+    from sdc.compiler import compile_module
+    from sdc.ir_text import parse_module
+    from sdc.options import CompileOptions
+
+    monkeypatch.delenv(CONV_KERNEL_ENV, raising=False)
+    text = _ir("1x3x5x5", "4x3x3x3", "1x4x3x3", _attrs(), "f32", ["relu"], False)
+    w, b = torch.randn(4, 3, 3, 3, generator=rng), torch.randn(4, 1, 1, generator=rng)
+    exe = compile_module(parse_module(text), {"w": w, "b": b}, CompileOptions(target="cuda", conv_kernel="triton"),
+                         output=tmp_path / "o.sdc", device="cpu")
+    (step,) = launches(tmp_path / "o.sdc")
+    assert step["kernel"]["backend"] == "triton" and step["kernel"]["template"] == "conv"
+    x = torch.randn(1, 3, 5, 5, generator=rng)
+    (y,) = exe(x)
+    want = torch.relu(F.conv2d(x.double(), w.double(), b.double().reshape(-1)))
+    torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_an_unknown_conv_kernel_choice_is_one_error(tmp_path, monkeypatch, capsys):
     """`sdc compile` of an .mlir file (no parameters: the weights are constants) refuses the choice once."""
     text = _ir("1x3x5x5", "4x3x3x3", "1x4x3x3", _attrs(), "f32", ["relu"], False)

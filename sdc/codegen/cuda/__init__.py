@@ -2,52 +2,35 @@
 
 The GPU issue allows CUDA C++ kernels, compiled at load with NVRTC, for what Triton expresses badly,
 where a measurement shows they pay. Which kernel families render as CUDA C++ is chosen at compile
-time by `SDC_CUDA_CPP` (a comma-separated list of `FAMILIES`; unset or empty: none, every generated
-kernel is Triton) until the H200 measurement (bench/kernels_gpu.py, `ew-cuda` row) says otherwise.
+time by the compile option `cuda_cpp` (a list of `FAMILIES`, default from `SDC_CUDA_CPP`; empty: every
+generated kernel is Triton, sdc/options.py) until the H200 measurement (bench/kernels_gpu.py, `ew-cuda` row) says otherwise.
 
 A group reaches here after the Triton path has lowered it (`sdc.codegen.triton.lower`): the same
-`KernelProgram`, so both backends compute the same program. `cuda_kernel` renders it when its family
-is selected and `CudaRenderer` takes it, and returns plan.json's launch `kernel` object (backend
+`KernelProgram`, so both backends compute the same program. `cuda_kernel` renders it when the options select its family and `CudaRenderer` takes it, and returns plan.json's launch `kernel` object (backend
 "cuda", sdc/runtime/plan_schema.py `CudaKernel`) with the source; otherwise None, and the group keeps
 its Triton kernel. The runtime compiles the source once at load (sdc/runtime/cuda_launcher.py).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Mapping, Sequence
 
 from sdc.codegen.cuda.renderer import CudaRenderer
 from sdc.codegen.triton import GeneratedKernel
 from sdc.codegen.triton.lower import ELEMENTWISE, KernelProgram
-from sdc.diagnostics import SdcError
+from sdc.options import CUDA_CPP_ENV, CUDA_CPP_FAMILIES
 from sdc.runtime.format import CUDA
 
-__all__ = ["CUDA_CPP_ENV", "FAMILIES", "CudaRenderer", "cuda_cpp_families", "cuda_kernel"]
+__all__ = ["CUDA_CPP_ENV", "FAMILIES", "CudaRenderer", "cuda_kernel"]
 
-CUDA_CPP_ENV = "SDC_CUDA_CPP"
-FAMILIES = (ELEMENTWISE,)  # the kernel families (KernelProgram templates) CUDA C++ can render
-_OFF = ("", "0", "off", "none", "no", "false")
+FAMILIES = CUDA_CPP_FAMILIES  # the kernel families (KernelProgram templates) CUDA C++ can render
 
 
-def cuda_cpp_families() -> frozenset[str]:
-    """The families `$SDC_CUDA_CPP` selects for CUDA C++ (none when unset); SdcError for an unknown one."""
-    raw = os.environ.get(CUDA_CPP_ENV, "").strip().lower()
-    if raw in _OFF:
-        return frozenset()
-    chosen = frozenset(f.strip() for f in raw.split(",") if f.strip())
-    unknown = sorted(chosen - set(FAMILIES))
-    if unknown:
-        raise SdcError(f"{CUDA_CPP_ENV}={os.environ[CUDA_CPP_ENV]!r}: unknown kernel family "
-                       f"{', '.join(map(repr, unknown))} (families: {', '.join(FAMILIES)})")
-    return chosen
-
-
-def cuda_kernel(program: KernelProgram, ops: Sequence[Mapping], entry: str,
+def cuda_kernel(program: KernelProgram, ops: Sequence[Mapping], entry: str, families: Sequence[str],
                 renderer: CudaRenderer | None = None) -> GeneratedKernel | None:
-    """The CUDA C++ kernel of a lowered group when `SDC_CUDA_CPP` selects its family and the renderer
-    takes it; None otherwise (the group stays Triton)."""
-    if program.template not in cuda_cpp_families():
+    """The CUDA C++ kernel of a lowered group when `families` (the compile option `cuda_cpp`)
+    selects its family and the renderer takes it; None otherwise (the group stays Triton)."""
+    if program.template not in families:
         return None
     renderer = renderer or CudaRenderer()
     if renderer.why_not(program) is not None:

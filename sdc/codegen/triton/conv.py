@@ -19,18 +19,18 @@ spatial ranks other than 2, f64 or integer operands, a prologue other than layou
 epilogue that reads the convolution's own input or weight.
 
 Which of the two cuda paths a convolution group takes (this template, or cuDNN through torch:
-sdc/runtime/reference_kernels.py) is `SDC_CONV_KERNEL` at compile time: `cudnn` (the default: faster
-on the whole of ResNet-50 in the H200 benchmark) or `triton`.
+sdc/runtime/reference_kernels.py) is the planner's, by the compile option `conv_kernel` (default from
+`SDC_CONV_KERNEL`): `cudnn` (the default: faster on the whole of ResNet-50 in the H200 benchmark) or
+`triton`.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from sdc.codegen.triton.lower import (MATMUL_DTYPES, ROW_OPS, KernelProgram, LoweringError, Node, TensorArg,
                                       _AnchoredLowering)
-from sdc.diagnostics import SdcError
+from sdc.options import CONV_KERNEL_ENV, CONV_KERNELS, DEFAULT_CONV_KERNEL  # noqa: F401  (named here too)
 
 CONV = "conv"
 
@@ -45,26 +45,13 @@ WEIGHT_MAP = (OUT_C, IN_C, KER_H, KER_W)
 # fast dim) instead of the KH*KW*Cin stride of the frontends' [Cout, Cin, KH, KW].
 CONV_WEIGHT_LAYOUT = (2, 3, 1, 0)
 
-CONV_KERNEL_ENV = "SDC_CONV_KERNEL"
-CONV_KERNELS = ("cudnn", "triton")
-# cuDNN: on the H200 (2026-12-02) ResNet-50 b64 fp16 ran 2.74 ms with cuDNN convolutions, 4.57 ms with
-# this template for every convolution (one layer alone favoured the template: docs/codegen.md).
-DEFAULT_CONV_KERNEL = "cudnn"
-
-
-def conv_kernel_choice() -> str:
-    """Which path cuda convolution groups take: `$SDC_CONV_KERNEL`, `cudnn` when unset."""
-    choice = os.environ.get(CONV_KERNEL_ENV, "").strip().lower() or DEFAULT_CONV_KERNEL
-    if choice not in CONV_KERNELS:
-        raise SdcError(f"{CONV_KERNEL_ENV}={os.environ[CONV_KERNEL_ENV]!r}: expected one of {', '.join(CONV_KERNELS)}")
-    return choice
+CUDNN_REASON = (f"convolution through one fused cuDNN call (conv_kernel='triton', or {CONV_KERNEL_ENV}=triton, "
+                "selects the generated implicit-GEMM template)")
+"""Why a convolution group stays a reference group when the options choose cuDNN (the planner's choice)."""
 
 
 def lower_conv(ops, inputs, outputs, values, supported, weight, input_precision: str) -> KernelProgram:
-    """The `conv` program of a convolution group, when SDC_CONV_KERNEL selects the template."""
-    if conv_kernel_choice() != "triton":
-        raise LoweringError(f"convolution through one fused cuDNN call ({CONV_KERNEL_ENV}=triton selects the "
-                            "generated implicit-GEMM template)")
+    """The `conv` program of a convolution group (the planner asks only when conv_kernel is triton)."""
     return _ConvLowering(ops, inputs, outputs, values, supported, weight, input_precision).run()
 
 

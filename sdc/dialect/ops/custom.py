@@ -1,4 +1,4 @@
-"""`sdc.custom`: an op the user registered with `sdc.custom_op` (sdc/custom_ops.py).
+"""`sdc.custom`: an op the user registered with `sdc.custom_op` (sdc/dialect/custom_registry.py).
 
 One generic op rather than an op per registration: the dialect's ops are fixed when it loads,
 and the IR text, plan.json and an artifact then carry only the registered name (plus the
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sdc import custom_ops, dtypes
+from sdc import dtypes
+from sdc.dialect import custom_registry
 from sdc.diagnostics import SdcError
 from sdc.dialect.derivatives import RuleError
 from sdc.dialect.hooks import OpKind
@@ -29,9 +30,9 @@ MAX_INPUTS = 8
 MAX_RESULTS = 4
 
 
-def _registered(name: str) -> custom_ops.CustomOp:
+def _registered(name: str) -> custom_registry.CustomOp:
     try:
-        return custom_ops.lookup(name)
+        return custom_registry.lookup(name)
     except SdcError as e:
         raise ShapeError(str(e)) from None
 
@@ -40,24 +41,24 @@ def _custom_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[
     op = _registered(attrs["name"])
     if len(ins) > MAX_INPUTS:
         ctx.fail(f"custom op '{op.name}' has {len(ins)} inputs; sdc.custom takes at most {MAX_INPUTS}")
-    results = op.infer(ins, custom_ops.decode_attributes(attrs["attributes"]))
+    results = op.infer(ins, custom_registry.decode_attributes(attrs["attributes"]))
     if len(results) > MAX_RESULTS:
         ctx.fail(f"custom op '{op.name}' has {len(results)} results; sdc.custom gives at most {MAX_RESULTS}")
     return results
 
 
 def _custom_ref(env, a, *inputs):
-    op = custom_ops.lookup(a["name"])
-    return op.run(inputs, custom_ops.decode_attributes(a["attributes"]))
+    op = custom_registry.lookup(a["name"])
+    return op.run(inputs, custom_registry.decode_attributes(a["attributes"]))
 
 
 def _custom_vjp(b, ins, outs, attrs, cts):
     """The backward of a custom op: one `sdc.custom` of its `<name>.vjp` (registered with the
     derivative) on the inputs and the results' cotangents, giving the float inputs' gradients."""
     name = attrs["name"]
-    if not custom_ops.is_registered(name):
-        raise RuleError(custom_ops.not_registered_message([name]))
-    if custom_ops.lookup(name).derivative is None:
+    if not custom_registry.is_registered(name):
+        raise RuleError(custom_registry.not_registered_message([name]))
+    if custom_registry.lookup(name).derivative is None:
         raise RuleError(f"custom op '{name}' has no derivative (register it with "
                         "sdc.custom_op(..., derivative=...))")
     wanted = [i for i, v in enumerate(ins) if dtypes.is_float(b.spec(v).dtype)]
@@ -68,13 +69,13 @@ def _custom_vjp(b, ins, outs, attrs, cts):
     if len(operands) > MAX_INPUTS or len(wanted) > MAX_RESULTS:
         raise RuleError(f"the backward of custom op '{name}' takes {len(operands)} tensors and gives {len(wanted)} "
                         f"gradients; sdc.custom takes at most {MAX_INPUTS} and gives at most {MAX_RESULTS}")
-    user = custom_ops.decode_attributes(attrs["attributes"])
-    if custom_ops.VJP_META in user:
-        raise RuleError(f"custom op '{name}' has an attribute '{custom_ops.VJP_META}', a name sdc reserves for "
+    user = custom_registry.decode_attributes(attrs["attributes"])
+    if custom_registry.VJP_META in user:
+        raise RuleError(f"custom op '{name}' has an attribute '{custom_registry.VJP_META}', a name sdc reserves for "
                         "its backward")
-    user[custom_ops.VJP_META] = [len(ins), len(outs), with_ct, wanted]
-    grads = b.ops(CUSTOM, *operands, name=custom_ops.vjp_name(name),
-                  attributes=custom_ops.encode_attributes(name, user))
+    user[custom_registry.VJP_META] = [len(ins), len(outs), with_ct, wanted]
+    grads = b.ops(CUSTOM, *operands, name=custom_registry.vjp_name(name),
+                  attributes=custom_registry.encode_attributes(name, user))
     out: list = [None] * len(ins)
     for i, g in zip(wanted, grads):
         out[i] = g
@@ -104,7 +105,7 @@ register(OpDef(
 
 # The op the example above (and docs/dialect.md's, which is checked to verify) runs: x's tanh times
 # the broadcast w, times `scale`. The `example` namespace is sdc's; users register in their own.
-custom_ops.custom_op(
+custom_registry.custom_op(
     "example::scaled_tanh",
     shape=lambda x, w, *, scale: x,
     reference=lambda x, w, *, scale: torch.tanh(x) * w * scale,

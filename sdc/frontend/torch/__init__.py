@@ -6,7 +6,7 @@
 `torch.export` traces the model to core ATen (export.py), the importer maps each ATen op to sdc
 ops (ops.py, importer.py), and torch.export's symbolic dims become sdc dims with their ranges as
 run-time guards (symbols.py). `TorchFrontend` is the `torch` entry of `sdc.frontend.FRONTENDS`.
-Importing this package also registers the `torch.compile` backend "sdc" (backend.py).
+The `torch.compile` backend "sdc" is a driver above the frontends: sdc/torch_compile.py.
 """
 
 from __future__ import annotations
@@ -37,11 +37,3 @@ class TorchFrontend:
         source = f"<{type(model).__name__}>"
         return Imported(imported.module, dict(imported.params), {"source": source, "frontend": self.name})
 
-
-def _register_backend() -> None:
-    from sdc.frontend.torch.backend import register
-
-    register()
-
-
-_register_backend()

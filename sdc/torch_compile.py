@@ -9,10 +9,12 @@ and the graphs that fell back, so a graph break shows as a second graph:
 
     model = torch.compile(model, backend="sdc")
     model(x)
-    sdc.frontend.torch.backend.STATS.graphs   # 1, or more with graph breaks
+    sdc.torch_compile.STATS.graphs   # 1, or more with graph breaks
 
 The backend is registered under the name "sdc" both as a `torch_dynamo_backends` entry point
-(pyproject.toml) and, for an install without it, when sdc.frontend.torch is imported.
+(pyproject.toml) and, for an install without it, when this module is imported. It is a driver
+(it compiles each graph through sdc.compiler), so it lives above the frontends: the torch frontend
+does not import it.
 """
 
 from __future__ import annotations
@@ -98,13 +100,19 @@ def _returns_tuple(gm: torch.fx.GraphModule) -> bool:
 
 
 def register() -> None:
-    """Register "sdc" with Dynamo unless the installed entry point will (registering twice fails)."""
+    """Register "sdc" with Dynamo unless the installed entry point names this function (Dynamo loads
+    it then, and registering twice fails). An entry point of an older install, naming another
+    module, is not trusted: this registers the backend itself."""
     from importlib.metadata import entry_points
 
     from torch._dynamo.backends import registry
 
     if "sdc" in registry._COMPILER_FNS:
         return
-    if any(ep.name == "sdc" for ep in entry_points(group="torch_dynamo_backends")):
+    ours = f"{__name__}:{sdc_backend.__name__}"
+    if any(ep.name == "sdc" and ep.value == ours for ep in entry_points(group="torch_dynamo_backends")):
         return
     registry.register_backend(sdc_backend, name="sdc")
+
+
+register()

@@ -1,4 +1,7 @@
-"""Training steps of JAX loss functions and ONNX models: the same compiled step as a torch module's.
+"""The training entry of each frontend: a torch module, a JAX loss function, an ONNX model.
+
+    step = sdc.compile_train(model, (x, y), loss=F.cross_entropy, optimizer=sdc.optim.AdamW(lr=3e-4))
+    loss = step(x, y)                   # or step.step(x, y, lr=1e-4): a new rate, no recompile
 
     step = sdc.compile_train(loss_fn, (params, x, y), optimizer=sdc.optim.AdamW(lr=1e-3))
     loss = step(x, y)                   # loss_fn(params, x, y) with the params as trained state
@@ -7,7 +10,9 @@
     step = sdc.compile_train("model.onnx", (x, y), loss="cross_entropy", optimizer=sdc.optim.SGD(lr=0.1))
     sdc compile model.onnx --train --loss cross_entropy --optimizer adamw --lr 1e-3 -o step.sdc
 
-Both import the forward through their frontend with the trained tensors as *entry inputs*, so no
+A torch module is exported as `loss(model(*inputs), target)` (the batch is `(*inputs, target)`)
+through the torch frontend (sdc.frontend.torch.training), its parameters `sdc.parameter`s already.
+JAX and ONNX import the forward through their frontend with the trained tensors as *entry inputs*, so no
 importer folds them into constants, and then turn those inputs into `sdc.parameter`s with their
 initial values (`inputs_to_parameters`). From there it is sdc.train's path: `sdc-autodiff` derives
 the gradients on the dialect (never jax.grad or an ONNX training graph), `sdc-optimizer-step`
@@ -28,78 +33,55 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from sdc.diagnostics import SdcError
-from sdc.train import finish_train_step
+from sdc.train.driver import check_optimizer, finish_train_step, training_options
 
 LOSSES = ("cross_entropy", "mse")
 TARGET = "target"  # the entry input an ONNX step's named loss reads
 LOSS_RESULT = "loss"
 
 
-# ---------------------------------------------------------------- dispatch
+# ---------------------------------------------------------------- torch
 
 
-def compile_train(model: Any, example_batch: Sequence[Any] | None = None, *, loss: Any = None, optimizer: Any,
-                  output: str | os.PathLike | None = None, device: str | None = None, **fields: Any) -> Any:
-    """`sdc.compile_train`: a torch module goes to `sdc.train.compile_train` (with its `loss=`), a
-    JAX loss function or an ONNX model to `compile_train_other`."""
-    if _is_torch_module(model):
-        from sdc.train import compile_train as compile_torch
+def compile_train_torch(model: Any, example_batch: Sequence[Any], *, loss: Callable[..., Any] | None,
+                        optimizer: Any, output: str | os.PathLike | None = None, device: str | None = None,
+                        seed: int = 0, **fields: Any) -> Any:
+    """Compile a training step of a torch `nn.Module`: forward, `loss(model(*inputs), target)`, backward
+    and the `optimizer` (an `sdc.optim` optimizer) update, as one program over the batch
+    `example_batch = (*inputs, target)` (its shapes are the step's). Every float parameter that
+    requires a gradient trains; buffers the forward updates (a training-mode batch norm's running
+    statistics) are state too. The model's mode is the step's: in `train()` mode batch norm uses
+    the batch's statistics and dropout draws its masks (from `seed`, see `TrainStep.step`).
+    `output`: where the artifact goes (default: a temporary directory); `device`: where it runs;
+    other keywords are `CompileOptions` fields (`target="cpu"`), among them `memory_budget` (bytes:
+    recompute activations in the backward to fit it) and `precision="bf16"`/`"fp16"` (low-precision
+    compute on f32 master weights, fp16 with dynamic loss scaling; docs/training.md)."""
+    import torch
 
-        if loss is None:
-            raise SdcError("a torch model trains under loss=, a function of (output, target) such as "
-                           "F.cross_entropy")
-        return compile_torch(model, example_batch, loss=loss, optimizer=optimizer, output=output, device=device,
-                             **fields)
-    return compile_train_other(model, example_batch, loss=loss, optimizer=optimizer, output=output, device=device,
-                               **fields)
+    from sdc.frontend.torch.training import MODEL_PREFIX, import_step, tie_shared_parameters, with_loss
 
-
-def _is_torch_module(model: Any) -> bool:
-    return any(cls.__module__.split(".")[0] == "torch" and cls.__name__ == "Module" for cls in type(model).__mro__)
-
-
-def compile_train_other(model: Any, example_batch: Sequence[Any] | None, *, loss: Any, optimizer: Any,
-                        output: str | os.PathLike | None = None, device: str | None = None,
-                        **fields: Any) -> Any:
-    """`sdc.compile_train` for what is not a torch module: a JAX loss function or an ONNX model."""
-    from sdc.frontend import frontend_for
-
-    kind = _kind(model)
-    if kind == "jax":
-        if loss is not None:
-            raise SdcError(f"sdc.compile_train trains a torch.nn.Module, a JAX loss function or an ONNX model: a "
-                           f"JAX loss function is its own loss, so leave loss= out (found "
-                           f"{getattr(model, '__name__', type(model).__name__)} with loss=)")
-        return compile_train_jax(model, example_batch, optimizer=optimizer, output=output, device=device, **fields)
-    if kind == "onnx" or (isinstance(model, (str, os.PathLike)) and frontend_for(model) == "onnx"):
-        return compile_train_onnx(model, example_batch, loss=loss, optimizer=optimizer, output=output,
-                                  device=device, **fields)
-    raise SdcError(f"sdc.compile_train trains a torch.nn.Module, a JAX loss function or an ONNX model, "
-                   f"found {type(model).__name__}")
-
-
-def _kind(model: Any) -> str | None:
-    kind = type(model)
-    if kind.__name__ == "ModelProto" and kind.__module__.startswith("onnx"):
-        return "onnx"
-    if isinstance(model, (str, os.PathLike)):
-        return None
-    from sdc.frontend.stablehlo.jax_entry import is_jax_function
-
-    return "jax" if is_jax_function(model) else None
-
-
-def _check_optimizer(optimizer: Any) -> None:
-    from sdc.optim import Optimizer
-
-    if not isinstance(optimizer, Optimizer):
-        raise SdcError(f"optimizer must be an sdc.optim optimizer (SGD, Adam, AdamW), found "
-                       f"{type(optimizer).__name__}")
+    if not isinstance(model, torch.nn.Module):
+        raise SdcError(f"sdc.compile_train trains a torch.nn.Module, found {type(model).__name__}")
+    if loss is None:
+        raise SdcError("a torch model trains under loss=, a function of (output, target) such as F.cross_entropy")
+    check_optimizer(optimizer)
+    batch = tuple(example_batch)
+    if len(batch) < 2:
+        raise SdcError(f"example_batch must be (*inputs, target): at least two tensors, found {len(batch)}")
+    options = training_options(fields)
+    module, params, provenance = import_step(with_loss(model, loss), batch)
+    tie_shared_parameters(module, params, model)
+    wrt = [MODEL_PREFIX + n for n, p in model.named_parameters()
+           if p.requires_grad and p.is_floating_point() and MODEL_PREFIX + n in params]
+    if not wrt:
+        raise SdcError("the model has no float parameter that requires a gradient: nothing to train")
+    return finish_train_step(module, params, wrt, optimizer, options, output=output, device=device,
+                             provenance=provenance, seed=seed)
 
 
 # ---------------------------------------------------------------- JAX
@@ -148,12 +130,12 @@ def compile_train_jax(loss_fn: Any, example_batch: Sequence[Any] | None, *, opti
 
     from sdc.frontend.stablehlo.jax_entry import import_jax
 
-    _check_optimizer(optimizer)
+    check_optimizer(optimizer)
     args = tuple(example_batch) if isinstance(example_batch, (tuple, list)) else ()
     if len(args) < 2:
         raise SdcError("example_batch of a JAX loss function must be (params, *batch): the params pytree and "
                        f"at least one batch array, found {len(args)} element{'s' if len(args) != 1 else ''}")
-    options = _options(fields)
+    options = training_options(fields)
     leaves, params_tree = jax.tree_util.tree_flatten(args[0])
     if not leaves:
         raise SdcError("the params pytree (the first element of example_batch) has no arrays: nothing to train")
@@ -201,7 +183,7 @@ def compile_train_onnx(model: Any, example_batch: Sequence[Any] | None, *, loss:
 
     from sdc.frontend import import_model
 
-    _check_optimizer(optimizer)
+    check_optimizer(optimizer)
     if loss not in LOSSES:
         raise SdcError(f"an ONNX model trains under a named loss: loss= must be one of {', '.join(LOSSES)}, "
                        f"found {loss!r}")
@@ -219,7 +201,7 @@ def compile_train_onnx(model: Any, example_batch: Sequence[Any] | None, *, loss:
                            f"{len(data_inputs) + 1} arrays, found {len(batch)}")
         shapes.update({name: [int(d) for d in np.shape(x)] for name, x in zip(data_inputs, batch)})
     shapes.update(_bound_input_shapes(proto, data_inputs, shapes))
-    options = _options({**fields, "input_shapes": shapes or None})
+    options = training_options({**fields, "input_shapes": shapes or None})
     module, params, provenance = import_model(proto, input_shapes=options.input_shapes_dict())
     provenance = {**provenance, "source": source}
     inputs_to_parameters(module, {n: torch.from_numpy(v) for n, v in initial.items()})
@@ -364,14 +346,3 @@ def inputs_to_parameters(module: Any, values: Mapping[str, Any]) -> None:
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
             [a.type for a in block.arguments], list(fn_type.results)))
         set_attr_dicts(fn, ARG_ATTRS, dicts)
-
-
-def _options(fields: Mapping[str, Any]) -> Any:
-    from sdc.compiler import check_compilable
-    from sdc.options import CompileOptions
-
-    options = CompileOptions.of(None, **{k: v for k, v in fields.items() if v is not None})
-    check_compilable(options)
-    return options
-
-
