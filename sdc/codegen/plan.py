@@ -505,7 +505,7 @@ class _RankBuilder:
                         self._store_laid_out(op["inputs"][1], CHANNELS_LAST_WEIGHT)
                 continue
             if generated.program.template == "conv":
-                from sdc.codegen.triton.conv import CONV_WEIGHT_LAYOUT, conv_weight
+                from sdc.codegen.kernel.conv import CONV_WEIGHT_LAYOUT, conv_weight
 
                 self._store_laid_out(conv_weight(generated.program), CONV_WEIGHT_LAYOUT)
             from sdc.codegen.cuda import cuda_kernel

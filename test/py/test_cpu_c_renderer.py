@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from sdc.codegen.cpu import CRenderer
-from sdc.codegen.triton.lower import KernelProgram, lower_group
+from sdc.codegen.kernel import KernelProgram, lower_group
 from sdc.runtime.c_launcher import build_library, compiler, kernel_function
 
 try:

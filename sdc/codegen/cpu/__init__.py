@@ -1,8 +1,8 @@
 """C codegen for the CPU target: kernel groups rendered as C functions, compiled at load.
 
 On the CPU target torch costs 10-35 us per op; a kernel group that a template fits runs instead as one
-generated C function. The planner lowers the group with the Triton path's stage 1
-(`sdc.codegen.triton.lower.lower_group`, with `CRenderer.elementwise_ops()` as its op set), so both
+generated C function. The planner lowers the group to the shared kernel IR
+(`sdc.codegen.kernel.lower_group`, with `CRenderer.elementwise_ops()` as its op set), so both
 backends compute the same `KernelProgram`; `CRenderer` (renderer.py: the elementwise and row
 templates; matmul.py: the matmul template) renders it as `int ENTRY(void **p, const int64_t *d)`,
 and all functions of a rank go into one source file of the artifact (`kernels/cpu.c`, generate.py).

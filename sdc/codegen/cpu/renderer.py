@@ -1,4 +1,4 @@
-"""A `KernelProgram` (sdc/codegen/triton/lower.py) rendered as one C function of the CPU kernel ABI.
+"""A `KernelProgram` (sdc/codegen/kernel/) rendered as one C function of the CPU kernel ABI.
 
 The ABI (`int ENTRY(void **p, const int64_t *d)`, dense row-major tensors, storage types) is written
 in sdc/runtime/c_launcher.py. What the renderer takes: the `elementwise` template (gathers included)
@@ -26,7 +26,8 @@ import math
 import re
 from typing import Any
 
-from sdc.codegen.triton.lower import ELEMENTWISE, MATMUL, ROW, KernelProgram, Node, TensorArg
+from sdc.codegen.cpu.matmul import matmul_helpers, render_matmul, why_not_matmul
+from sdc.codegen.kernel.program import ELEMENTWISE, MATMUL, ROW, KernelProgram, Node, TensorArg
 from sdc.runtime.c_launcher import LARGE_ELEMENTS
 
 FLOAT_TYPES = frozenset({"f32", "f64"})
@@ -207,8 +208,6 @@ class CRenderer:
     def why_not(self, program: KernelProgram) -> str | None:
         """Why the renderer cannot take this program (the group then stays torch), or None."""
         if program.template == MATMUL:
-            from sdc.codegen.cpu.matmul import why_not_matmul
-
             return why_not_matmul(self, program)
         if program.template not in (ELEMENTWISE, ROW):
             return f"the {program.template} template (C kernels render elementwise, row and matmul)"
@@ -270,8 +269,6 @@ class CRenderer:
     def _helper(self, key: str) -> str:
         kind, dtype = key.rsplit("_", 1)
         if kind == "mm":  # the matmul template's tile and packing functions (matmul.py)
-            from sdc.codegen.cpu.matmul import matmul_helpers
-
             return matmul_helpers(dtype)
         return _HELPER_TEMPLATES[kind].format(T=_CTYPE[dtype], F="f" if dtype == "f32" else "", D=dtype)
 
@@ -284,8 +281,6 @@ class CRenderer:
         """The C text of `int entry(void **p, const int64_t *d)` computing `program`, after a comment
         with its kernel IR."""
         if program.template == MATMUL:
-            from sdc.codegen.cpu.matmul import render_matmul
-
             return render_matmul(self, program, entry)
         reason = self.why_not(program)
         if reason is not None:

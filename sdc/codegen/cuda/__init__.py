@@ -5,7 +5,7 @@ where a measurement shows they pay. Which kernel families render as CUDA C++ is 
 time by `SDC_CUDA_CPP` (a comma-separated list of `FAMILIES`; unset or empty: none, every generated
 kernel is Triton) until the H200 measurement (bench/kernels_gpu.py, `ew-cuda` row) says otherwise.
 
-A group reaches here after the Triton path has lowered it (`sdc.codegen.triton.lower`): the same
+A group reaches here lowered to the kernel IR (`sdc.codegen.kernel`): the same
 `KernelProgram`, so both backends compute the same program. `cuda_kernel` renders it when its family
 is selected and `CudaRenderer` takes it, and returns plan.json's launch `kernel` object (backend
 "cuda", sdc/runtime/plan_schema.py `CudaKernel`) with the source; otherwise None, and the group keeps
@@ -18,8 +18,7 @@ import os
 from typing import Mapping, Sequence
 
 from sdc.codegen.cuda.renderer import CudaRenderer
-from sdc.codegen.triton import GeneratedKernel
-from sdc.codegen.triton.lower import ELEMENTWISE, KernelProgram
+from sdc.codegen.kernel.program import ELEMENTWISE, GeneratedKernel, KernelProgram
 from sdc.diagnostics import SdcError
 from sdc.runtime.format import CUDA
 

@@ -1,6 +1,6 @@
-"""A `KernelProgram` (sdc/codegen/triton/lower.py) of the elementwise template rendered as CUDA C++.
+"""A `KernelProgram` (sdc/codegen/kernel/) of the elementwise template rendered as CUDA C++.
 
-The Triton path's stage 1 is shared: the planner lowers a group once, and where `CudaRenderer.fits`
+The kernel IR (sdc/codegen/kernel/) is shared: the planner lowers a group once, and where `CudaRenderer.fits`
 accepts the program, `render` writes it as one `extern "C" __global__` function instead of a
 `@triton.jit` one. What it takes: the elementwise template over a domain whose every tensor is
 either the domain's own shape (indexed by the flat element index) or one element (read once per
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from sdc.codegen.triton.lower import ELEMENTWISE, KernelProgram, Node, TensorArg
+from sdc.codegen.kernel.program import ELEMENTWISE, KernelProgram, Node, TensorArg
 
 FLOAT_TYPES = ("f32", "f16", "bf16")
 _STORAGE = {"f32": "float", "f16": "unsigned short", "bf16": "unsigned short"}

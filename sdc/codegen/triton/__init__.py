@@ -2,7 +2,7 @@
 
 Two stages, each of which can be looked at on its own:
 
-1. `lower.lower_group`: a launch step's ops -> `KernelProgram`, a small kernel IR over one index
+1. `sdc.codegen.kernel.lower_group`: a launch step's ops -> `KernelProgram`, a small kernel IR over one index
    domain (`KernelProgram.dump()` prints it);
 2. `renderer.TritonRenderer.render`: the program -> the source of one `@triton.jit` function.
 
@@ -13,22 +13,14 @@ step (backend "triton") with the source text; a group outside the templates rais
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from sdc.codegen.triton.lower import KernelProgram, LoweringError, lower_group
+from sdc.codegen.kernel import GeneratedKernel, KernelProgram, LoweringError, lower_group
 from sdc.codegen.triton.renderer import TritonRenderer
 
 __all__ = ["GeneratedKernel", "KernelProgram", "LoweringError", "TritonRenderer", "generate_kernel", "lower_group"]
 
 TRITON = "triton"
-
-
-@dataclass(frozen=True)
-class GeneratedKernel:
-    program: KernelProgram
-    source: str
-    kernel: dict  # plan.json's launch `kernel` object, less `source` (the planner names the file)
 
 
 # CompileOptions.precision -> tl.dot's input_precision for f32 operands (16-bit operands use their own tensor cores)
