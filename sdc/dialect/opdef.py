@@ -106,6 +106,9 @@ class OpDef:
     doc: str = ""
     example: str = ""
     vjp: VjpRule | None = None  # the derivative rule; None: a gradient cannot flow through the op
+    # elementwise ops: the value at one element as a formula over primitives (sdc/dialect/scalar.py),
+    # from which every codegen backend derives the op's code
+    scalar: Callable[..., Any] | None = None
 
     @property
     def full_name(self) -> str:

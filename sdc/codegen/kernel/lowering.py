@@ -96,8 +96,9 @@ class _Lowering:
 
     def _check_op(self, e: Mapping) -> None:
         name = e["op"]
-        if name not in self.supported and name not in ROW_OPS and name not in ("cast", "layout_cast", "batch_norm",
-                                                                               "gather"):
+        # the ops this lowering writes out itself, in primitives every renderer has, or in its templates
+        own = ("cast", "layout_cast", "batch_norm", "gather", "pow")
+        if name not in self.supported and name not in ROW_OPS and name not in own:
             raise LoweringError(f"no Triton template for 'sdc.{name}'")
         if len(e["outputs"]) != 1:
             raise LoweringError(f"'sdc.{name}' has {len(e['outputs'])} results")
@@ -250,9 +251,20 @@ class _Lowering:
         if lower is not None:
             self.env[out] = lower(e, args, dtype)
         elif name == "pow":
-            self.env[out] = self._node("pow", args[:1], dtype, attrs={"exponent": self.nodes[args[1]].value})
+            self.env[out] = self._power(args[0], float(self.nodes[args[1]].value), dtype)
         else:
             self.env[out] = self._node(name, args, dtype, attrs=dict(e["attrs"]))
+
+    def _power(self, x: int, exponent: float, dtype: str) -> int:
+        """x ** exponent for a constant exponent of POW_EXPONENTS, as the primitives every renderer has."""
+        if exponent == 1.0:
+            return x
+        if exponent == 0.5:
+            return self._node("sqrt", [x], dtype)
+        if exponent == -1.0:
+            return self._node("div", [self._const(1.0, dtype), x], dtype)
+        square = self._node("mul", [x, x], dtype)
+        return square if exponent == 2.0 else self._node("mul", [square, x], dtype)
 
     def _lower_random_uniform(self, e, args, dtype) -> int:
         """Element i draws counter offset + i, i its row-major index: in the elementwise template, when the

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+from sdc.codegen.kernel.decompose import inline, is_composite, supported_ops
 from sdc.codegen.kernel.program import ATTENTION, CONV, ELEMENTWISE, MATMUL, KernelProgram, Node
 from sdc.codegen.triton.attention import attention_blocks, attention_grid, render_attention
 from sdc.codegen.triton.config import MatmulConfig, decompose, literal, next_power_of_2
@@ -51,10 +52,6 @@ def _max(a, b):
     "_min": '''@triton.jit
 def _min(a, b):
     return tl.minimum(a, b)
-''',
-    "_softplus": '''@triton.jit
-def _softplus(x):
-    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
 ''',
     # Philox-4x32-10 step for step as `tl.rand(seed, counter)` computes it (triton/language/random.py), so
     # bit-equal to it and to sdc.random_uniform's reference, but from builtins only: tl.rand is a function of
@@ -173,19 +170,18 @@ class TritonRenderer:
                  "f32": (MatmulConfig(64, 64, 32, num_warps=4, num_stages=4),
                          MatmulConfig(128, 128, 32, num_warps=8, num_stages=3))}
 
-    unary_ops = frozenset({
-        "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "erf", "sin", "cos",
-        "floor", "ceil", "relu", "silu", "softplus", "softsign", "mish", "gelu", "leaky_relu", "elu", "selu",
-        "hard_sigmoid", "hard_swish", "clip", "not", "bitwise_not", "isnan", "isinf"})
-    binary_ops = frozenset({"add", "sub", "mul", "div", "pow", "max", "min", "bitwise_and", "bitwise_or",
-                            "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor"})
-    ternary_ops = frozenset({"where"})
+    # the primitives of scalar formulas (sdc/dialect/scalar.py) it renders: an op_* method or an INFIX operator
+    primitives = frozenset({
+        "neg", "abs", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "tanh", "erf", "sin", "cos", "floor", "ceil",
+        "not", "bitwise_not", "isnan", "isinf", "add", "sub", "mul", "div", "max", "min", "bitwise_and",
+        "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "where"})
     # ops computed from the element's flat index (elementwise template only: the lowering checks)
     index_ops = frozenset({"random_uniform"})
 
     @classmethod
     def elementwise_ops(cls) -> frozenset[str]:
-        return cls.unary_ops | cls.binary_ops | cls.ternary_ops | cls.index_ops
+        """The elementwise ops whose formulas its primitives render, and the index ops."""
+        return supported_ops(cls.primitives) | cls.index_ops
 
     def __init__(self) -> None:
         self.helpers: set[str] = set()
@@ -644,6 +640,8 @@ class TritonRenderer:
     # ------------------------------------------------------------ one method per primitive op
 
     def node(self, n: Node, args: list[str]) -> str:
+        if is_composite(n.op):  # its op's scalar formula, each primitive by the methods below
+            return inline(n, args, self.node)
         if n.op in INFIX:  # the ops that are one Python operator
             x, y = args
             return f"({x} {INFIX[n.op]} {y})"
@@ -678,10 +676,6 @@ class TritonRenderer:
     def op_abs(self, n, x):
         return f"tl.abs({x})"
 
-    def op_sign(self, n, x):
-        one, zero = ("1.0", "0.0") if _is_float(n) else ("1", "0")
-        return f"tl.where({x} > 0, {one}, tl.where({x} < 0, -{one}, {zero}))"
-
     def op_exp(self, n, x):
         return f"tl.exp({x})"
 
@@ -694,15 +688,15 @@ class TritonRenderer:
     def op_rsqrt(self, n, x):
         return f"tl.rsqrt({x})"
 
-    def op_reciprocal(self, n, x):
-        return f"(1.0 / {x})"
-
     def op_tanh(self, n, x):
         self.helpers.add("_tanh")
         return f"_tanh({x})"
 
-    def op_sigmoid(self, n, x):
-        return f"(1.0 / (1.0 + tl.exp(-{x})))"  # not tl.sigmoid: see _reduce
+    def op_expm1(self, n, x):
+        return f"(tl.exp({x}) - 1.0)"
+
+    def op_log1p(self, n, x):
+        return f"tl.log(1.0 + {x})"
 
     def op_erf(self, n, x):
         return f"tl.erf({x})"
@@ -718,55 +712,6 @@ class TritonRenderer:
 
     def op_ceil(self, n, x):
         return f"tl.ceil({x})"
-
-    def op_relu(self, n, x):
-        return f"tl.where({x} < 0, {'0.0' if _is_float(n) else '0'}, {x})"  # NaN stays NaN, as in torch
-
-    def op_silu(self, n, x):
-        return f"({x} / (1.0 + tl.exp(-{x})))"
-
-    def op_softplus(self, n, x):
-        self.helpers.add("_softplus")
-        return f"_softplus({x})"
-
-    def op_softsign(self, n, x):
-        return f"({x} / (1.0 + tl.abs({x})))"
-
-    def op_mish(self, n, x):
-        self.helpers.update(("_tanh", "_softplus"))
-        return f"({x} * _tanh(_softplus({x})))"
-
-    def op_gelu(self, n, x):
-        if n.attrs.get("approximate") == "tanh":
-            self.helpers.add("_tanh")
-            return f"(0.5 * {x} * (1.0 + _tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x}))))"
-        return f"(0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476)))"
-
-    def op_leaky_relu(self, n, x):
-        return f"tl.where({x} > 0, {x}, {literal(n.attrs['alpha'])} * {x})"
-
-    def op_elu(self, n, x):
-        return f"tl.where({x} > 0, {x}, {literal(n.attrs['alpha'])} * (tl.exp({x}) - 1.0))"
-
-    def op_selu(self, n, x):
-        a, g = literal(n.attrs["alpha"]), literal(n.attrs["gamma"])
-        return f"({g} * tl.where({x} > 0, {x}, {a} * (tl.exp({x}) - 1.0)))"
-
-    def op_hard_sigmoid(self, n, x):
-        a, b = literal(n.attrs["alpha"]), literal(n.attrs["beta"])
-        return f"tl.minimum(tl.maximum({a} * {x} + {b}, 0.0), 1.0)"
-
-    def op_hard_swish(self, n, x):
-        return f"({x} * tl.minimum(tl.maximum({x} / 6.0 + 0.5, 0.0), 1.0))"
-
-    def op_clip(self, n, x):
-        lo, hi = float(n.attrs["min"]), float(n.attrs["max"])
-        out = x
-        if not math.isinf(lo):
-            out = f"tl.maximum({out}, {literal(lo)})"
-        if not math.isinf(hi):
-            out = f"tl.minimum({out}, {literal(hi)})"
-        return out
 
     def op_not(self, n, x):
         return f"({x} == 0)"
@@ -791,11 +736,6 @@ class TritonRenderer:
 
     def op_div(self, n, x, y):
         return f"({x} / {y})"
-
-    def op_pow(self, n, x):
-        e = float(n.attrs["exponent"])
-        return {0.5: f"tl.sqrt({x})", 1.0: x, 2.0: f"({x} * {x})", 3.0: f"({x} * {x} * {x})",
-                -1.0: f"(1.0 / {x})"}[e]
 
     def op_max(self, n, x, y):
         return f"tl.maximum({x}, {y})"
@@ -824,10 +764,6 @@ INFIX = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "and": "&", 
          "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _ELEMENT_COMBINE = {"max": "maximum", "min": "minimum"}
 LAUNCH_OPTIONS = ("looped", "num_warps", "num_stages")  # plan_blocks keys that are not constexprs of the signature
-
-
-def _is_float(n: Node) -> bool:
-    return n.dtype in ("f16", "bf16", "f32", "f64")
 
 
 def contiguous_offsets(domain, maps) -> list[str] | None:
