@@ -20,7 +20,7 @@ intermediate. The runtime only honours all of this. The plan is plain JSON (`Pla
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -110,7 +110,7 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = DE
         return _build_ranks(module_op, params or {}, target, mesh)
     with module_op.context:
         builder = _RankBuilder(0, params or {}, reference_kernels=not get_target(target).has_triton_backend,
-                               c_kernels=_c_kernels(target),
+                               c_kernels=_c_kernels(target), backends=get_target(target).backends,
                                precision=_module_precision(module_op))
         entry = entry_function(module_op)
         inputs, outputs = builder.walk(entry)
@@ -146,7 +146,7 @@ def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: d
         entry = entry_function(module_op)
         for rank in range(mesh.world_size):
             builder = _RankBuilder(rank, params, reference_kernels=not get_target(target).has_triton_backend,
-                                   c_kernels=_c_kernels(target),
+                                   c_kernels=_c_kernels(target), backends=get_target(target).backends,
                                    precision=_module_precision(module_op))
             builder.mesh = mesh
             inputs, outputs = builder.walk(entry)
@@ -171,11 +171,12 @@ class _RankBuilder:
     (reference kernel choices, in-place flags, free steps)."""
 
     def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True, precision: str = "f32",
-                 c_kernels: bool = False):
+                 c_kernels: bool = False, backends: Sequence[str] = ("torch",)):
         self.plan = RankPlan(rank)
         self.params = params
         self.reference_kernels = reference_kernels  # the target runs the kernel groups by reference semantics
-        self.c_kernels = c_kernels  # ... except those a C template fits (the CPU target, sdc/codegen/cpu)
+        self.c_kernels = c_kernels  # ... except those a C template fits (the CPU target, sdc/codegen/c)
+        self.backends = tuple(backends)  # the target's codegen backends, in order (sdc/codegen/backends.py)
         self.precision = precision  # the module's `sdc.precision` (tf32 lets generated f32 matmuls use tf32)
         self.ids: dict[Any, str] = {}  # ir.Value -> value id
         self.work: list[dict] = []  # launch and collective steps, in order (free steps go between them)
@@ -486,18 +487,18 @@ class _RankBuilder:
     def _generate_kernels(self) -> None:
         """Each launch that a Triton template fits becomes a generated kernel (backend "triton",
         its source in kernels/); the others stay reference kernel groups (sdc/codegen/triton)."""
-        from sdc.codegen.triton import LoweringError, generate_kernel
+        from sdc.codegen.backends import Group, backend, choose
 
+        backends = [backend(name) for name in self.backends if name != "c"]  # the C backend: _generate_c_kernels
         for step in self.plan.steps:
             if step["kind"] != LAUNCH:
                 continue
             ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
             entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
-            try:
-                generated = generate_kernel(ops, step["inputs"], step["outputs"], self.plan.values, entry,
-                                            self.weight_tensor, precision=self.precision)
-            except LoweringError as e:
-                step["kernel"]["why_reference"] = str(e)
+            generated, why = choose(backends, Group(ops, step["inputs"], step["outputs"], self.plan.values, entry,
+                                                    self.weight_tensor, self.precision))
+            if generated is None:
+                step["kernel"]["why_reference"] = why
                 for op in step["kernel"]["ops"]:
                     if op["op"] == "conv" and len(self.plan.values[op["inputs"][1]]["shape"]) == 4:
                         # cuda runs convolutions channels-last (the layout pass); given a plain weight,
@@ -508,10 +509,8 @@ class _RankBuilder:
                 from sdc.codegen.kernel.conv import CONV_WEIGHT_LAYOUT, conv_weight
 
                 self._store_laid_out(conv_weight(generated.program), CONV_WEIGHT_LAYOUT)
-            from sdc.codegen.cuda import cuda_kernel
             from sdc.runtime.format import CUDA
 
-            generated = cuda_kernel(generated.program, ops, entry) or generated  # the families SDC_CUDA_CPP picks
             path = f"{KERNELS_DIR}/{entry}.{'cu' if generated.kernel['backend'] == CUDA else 'py'}"
             self.plan.kernel_sources[path] = generated.source
             step["kernel"] = {"backend": generated.kernel["backend"], "source": path,
@@ -519,35 +518,36 @@ class _RankBuilder:
 
     def _generate_c_kernels(self) -> None:
         """Each launch that a C template fits becomes a generated C kernel (backend "c"): all of the
-        rank's functions in one source file, compiled at load (sdc/codegen/cpu). The launch keeps its
+        rank's functions in one source file, compiled at load (sdc/codegen/c). The launch keeps its
         ops, which the runtime runs through torch instead where the C kernel does not apply (a large
         product on several threads, a run-time broadcast, no C compiler on the host)."""
-        from sdc.codegen.cpu.generate import C_SOURCE, c_kernel
-        from sdc.codegen.cpu.renderer import CRenderer
-        from sdc.codegen.triton import LoweringError
+        from sdc.codegen.backends import Group, backend, choose
+        from sdc.codegen.c import C_SOURCE
 
-        renderer = CRenderer()
-        functions: list[str] = []
+        c = backend("c")
+        backends = [c, *(backend(name) for name in self.backends if name != "c")]
         layouts = {**self.layouts, **{vid: tuple(v["layout"]) for vid, v in self.plan.values.items() if v.get("layout")}}
         source = C_SOURCE if self.mesh is None else C_SOURCE.replace(".c", f"_r{self.plan.rank}.c")
         for step in self.plan.steps:
-            if step["kind"] != LAUNCH or any(e["op"] in ("conv", "custom") for e in step["kernel"]["ops"]):
-                continue  # convolutions: oneDNN; custom ops: the user's own reference
+            if step["kind"] != LAUNCH:
+                continue
             ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
             entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
             try:
                 ops, values, transposed = self._stored_transposed(_product_first(ops))
-                generated = c_kernel(renderer, ops, step["inputs"], step["outputs"], values, entry, self.weight_tensor,
-                                     transposed, layouts)
-            except (LoweringError, ValueError) as e:  # ValueError: a renderer without a form for a node
-                step["kernel"]["why_reference"] = str(e)
+                generated, why = choose(backends, Group(ops, step["inputs"], step["outputs"], values, entry,
+                                                        self.weight_tensor, self.precision, transposed, layouts))
+            except ValueError as e:  # a renderer without a form for a node
+                generated, why = None, str(e)
+            if generated is None:
+                if why:
+                    step["kernel"]["why_reference"] = why
                 continue
-            functions.append(generated.source)
             step["kernel"] = {"backend": generated.kernel["backend"], "source": f"{KERNELS_DIR}/{source}",
                               **{k: v for k, v in generated.kernel.items() if k != "backend"},
                               "ops": step["kernel"]["ops"]}
-        if functions:
-            self.plan.kernel_sources[f"{KERNELS_DIR}/{source}"] = renderer.file(functions)
+        if c.functions:
+            self.plan.kernel_sources[f"{KERNELS_DIR}/{source}"] = c.file()
 
     def _stored_transposed(self, ops: list[dict]) -> tuple[list[dict], dict, list[str]]:
         """(ops, values, transposed) for the C lowering of one group: a matmul that reads a 2-d plan

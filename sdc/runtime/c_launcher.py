@@ -1,13 +1,13 @@
 """Running the generated C kernels of a CPU artifact (plan.json launches with backend "c").
 
-The CPU target renders the kernel groups that a template fits as C functions (sdc/codegen/cpu), all
+The CPU target renders the kernel groups that a template fits as C functions (sdc/codegen/c), all
 of one rank in one source file of the artifact. At load the file is compiled once with the host's C
 compiler (`$CC`, else `cc`) into a shared library, kept in a cache directory keyed by the source, the
 compiler's version and the flags, so a second load, or a second process, compiles nothing. The
 library is loaded with `ctypes.PyDLL`: a call holds the GIL (the executor's state is per call, the
 kernels are short) and costs about a microsecond.
 
-The kernel ABI (what sdc/codegen/cpu renders and this module calls):
+The kernel ABI (what sdc/codegen/c renders and this module calls):
 
     int ENTRY(void **p, const int64_t *d);
 
@@ -31,7 +31,7 @@ The kernel ABI (what sdc/codegen/cpu renders and this module calls):
   torch ops, whose reference semantics say what such a call does (an index error names the op).
 - After each function the source holds its signature, `const char *const sdc_sig_ENTRY`: the
   template, domain and every tensor's dtype and map the function was compiled for
-  (sdc/codegen/cpu/generate.py). At load the launcher compares it with plan.json's launch and the
+  (sdc/codegen/c/generate.py). At load the launcher compares it with plan.json's launch and the
   values' dtypes and refuses a launch that differs, since the kernel indexes by what it was compiled
   for: a plan edited after compiling must not make it read or write past a buffer.
 

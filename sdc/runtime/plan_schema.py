@@ -141,7 +141,7 @@ class CudaKernel:
 
 @dataclass(frozen=True)
 class CKernel:
-    """A generated C kernel of the CPU target (sdc/codegen/cpu), compiled at load with the host's C
+    """A generated C kernel of the CPU target (sdc/codegen/c), compiled at load with the host's C
     compiler: its source file in the artifact (all kernels of a rank in one), its entry function
     (`int ENTRY(void **p, const int64_t *d)`, the ABI of sdc/runtime/c_launcher.py), the template
     it was rendered from, and the index domain and tensors (as a TritonKernel's, dense row-major, or

@@ -1,4 +1,4 @@
-"""The matmul template of the C backend (sdc/codegen/cpu/matmul.py).
+"""The matmul template of the C backend (sdc/codegen/c/matmul.py).
 
 Each case is a kernel group of plan.json op entries (sdc.matmul and its epilogue), lowered with the
 C renderer's op set, rendered, compiled with the host's C compiler and called through ctypes as the
@@ -17,8 +17,8 @@ from typing import Callable
 import pytest
 import torch
 
-from sdc.codegen.cpu.matmul import ROWS, tile_columns, why_not_matmul
-from sdc.codegen.cpu.renderer import CRenderer
+from sdc.codegen.c.matmul import ROWS, tile_columns, why_not_matmul
+from sdc.codegen.c.renderer import CRenderer
 import sdc.codegen.kernel.matmul as kernel_matmul
 from sdc.codegen.kernel import KernelProgram, lower_group
 from sdc.codegen.kernel.program import MATMUL

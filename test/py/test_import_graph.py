@@ -163,7 +163,7 @@ def _codegen(name: str) -> bool:
 
 
 # the codegen backends: one package each, over the kernel IR of sdc/codegen/kernel/
-BACKENDS = ("sdc.codegen.triton", "sdc.codegen.cuda", "sdc.codegen.cpu")
+BACKENDS = ("sdc.codegen.triton", "sdc.codegen.cuda", "sdc.codegen.c", "sdc.codegen.torch")
 
 
 def _backend(name: str) -> str | None:

@@ -141,7 +141,7 @@ def test_a_primitive_checks_its_arity():
 def test_no_renderer_writes_a_composite_op_itself():
     """Renderers supply primitives only: an op with a formula of several primitives has no method of
     its own in any of them, and each renders every composite op its primitives cover."""
-    from sdc.codegen.cpu.renderer import CRenderer
+    from sdc.codegen.c.renderer import CRenderer
     from sdc.codegen.cuda.renderer import CudaRenderer
     from sdc.codegen.kernel.decompose import is_composite
     from sdc.codegen.triton.renderer import TritonRenderer

@@ -18,11 +18,12 @@ import os
 from typing import Mapping, Sequence
 
 from sdc.codegen.cuda.renderer import CudaRenderer
+from sdc.codegen.kernel import LoweringError, lower_group
 from sdc.codegen.kernel.program import ELEMENTWISE, GeneratedKernel, KernelProgram
 from sdc.diagnostics import SdcError
 from sdc.runtime.format import CUDA
 
-__all__ = ["CUDA_CPP_ENV", "FAMILIES", "CudaRenderer", "cuda_cpp_families", "cuda_kernel"]
+__all__ = ["CUDA_CPP_ENV", "FAMILIES", "CudaBackend", "CudaRenderer", "cuda_cpp_families", "cuda_kernel"]
 
 CUDA_CPP_ENV = "SDC_CUDA_CPP"
 FAMILIES = (ELEMENTWISE,)  # the kernel families (KernelProgram templates) CUDA C++ can render
@@ -65,3 +66,20 @@ def cuda_kernel(program: KernelProgram, ops: Sequence[Mapping], entry: str,
         "ops": [dict(e) for e in ops],
     }
     return GeneratedKernel(program, renderer.render(program, entry), kernel)
+
+
+class CudaBackend:
+    """The CUDA C++ backend (sdc/codegen/backends.py): a group of a family `SDC_CUDA_CPP` selects
+    that the renderer takes; any other is not its to take (None: the next backend, Triton, renders it)."""
+
+    name = CUDA
+
+    def generate(self, group) -> GeneratedKernel | None:
+        if not cuda_cpp_families():
+            return None
+        try:
+            program = lower_group(group.ops, group.inputs, group.outputs, group.values, CudaRenderer.elementwise_ops(),
+                                  group.weight)
+        except LoweringError:
+            return None  # the Triton backend says why, where it cannot take the group either
+        return cuda_kernel(program, group.ops, group.entry)

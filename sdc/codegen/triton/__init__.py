@@ -18,7 +18,8 @@ from typing import Mapping, Sequence
 from sdc.codegen.kernel import GeneratedKernel, KernelProgram, LoweringError, lower_group
 from sdc.codegen.triton.renderer import TritonRenderer
 
-__all__ = ["GeneratedKernel", "KernelProgram", "LoweringError", "TritonRenderer", "generate_kernel", "lower_group"]
+__all__ = ["GeneratedKernel", "KernelProgram", "LoweringError", "TritonBackend", "TritonRenderer", "generate_kernel",
+           "lower_group"]
 
 TRITON = "triton"
 
@@ -67,3 +68,13 @@ def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequ
         "ops": [dict(e) for e in ops],
     }
     return GeneratedKernel(program, source, kernel)
+
+
+class TritonBackend:
+    """The Triton backend (sdc/codegen/backends.py): one kernel file per group a template fits."""
+
+    name = TRITON
+
+    def generate(self, group) -> GeneratedKernel:
+        return generate_kernel(group.ops, group.inputs, group.outputs, group.values, group.entry, group.weight,
+                               precision=group.precision)

@@ -26,7 +26,7 @@ import math
 import re
 from typing import Any
 
-from sdc.codegen.cpu.matmul import matmul_helpers, render_matmul, why_not_matmul
+from sdc.codegen.c.matmul import matmul_helpers, render_matmul, why_not_matmul
 from sdc.codegen.kernel.decompose import inline, is_composite, primitive_uses, supported_ops
 from sdc.codegen.kernel.program import ELEMENTWISE, MATMUL, ROW, KernelProgram, Node, TensorArg
 from sdc.runtime.c_launcher import LARGE_ELEMENTS
