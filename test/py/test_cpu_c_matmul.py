@@ -22,7 +22,7 @@ from sdc.codegen.c.renderer import CRenderer
 import sdc.codegen.kernel.matmul as kernel_matmul
 from sdc.codegen.kernel import KernelProgram, lower_group
 from sdc.codegen.kernel.program import MATMUL
-from sdc.runtime.c_launcher import C_CACHE_ENV, build_library, kernel_function
+from sdc.runtime.launch.c import C_CACHE_ENV, build_library, kernel_function
 
 TORCH = {"f32": torch.float32, "f64": torch.float64, "i1": torch.bool, "f16": torch.float16}
 # (rtol, atol): f32 sums of up to ~130 products of values about 0.5 in a different order than torch's

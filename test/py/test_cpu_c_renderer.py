@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from sdc.codegen.c import CRenderer
 from sdc.codegen.kernel import KernelProgram, lower_group
-from sdc.runtime.c_launcher import build_library, compiler, kernel_function
+from sdc.runtime.launch.c import build_library, compiler, kernel_function
 
 try:
     compiler()

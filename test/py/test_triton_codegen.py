@@ -324,7 +324,7 @@ def run_each_config(exe, text: str, inputs: list[torch.Tensor], monkeypatch) -> 
     its `tune` entries), checked against the reference each time; returns how many configurations
     there are. (One that differs from an earlier one only by warps, which the interpreter ignores,
     is not run again.)"""
-    from sdc.runtime import triton_launcher
+    from sdc.runtime.launch import triton as triton_launcher
 
     steps = triton_launches(exe)
     configs = {id(s): [triton_launcher.LaunchConfig(s.spec.constexprs, s.spec.num_warps, s.spec.grid),

@@ -8,7 +8,7 @@ templates; matmul.py: the matmul template) renders it as `int ENTRY(void **p, co
 and all functions of a rank go into one source file of the artifact (`kernels/cpu.c`, generate.py).
 `CBackend` is the planner's side (sdc/codegen/backends.py). The runtime compiles that file once with the host's C compiler and calls each function through
 ctypes; the kernel ABI (argument and result pointers, domain sizes, dense row-major tensors,
-storage types) is written in sdc/runtime/c_launcher.py. A program the renderer cannot take
+storage types) is written in sdc/runtime/launch/c.py. A program the renderer cannot take
 (`CRenderer.why_not`) keeps its group on torch.
 """
 

@@ -4,7 +4,7 @@ A group is lowered to the kernel IR (`sdc.codegen.kernel.lower_group`, the C ren
 by `CRenderer`, and followed in the source by its *signature*: a string constant
 `sdc_sig_<entry>` that spells the template, domain and every tensor's dtype and map as the
 function was compiled for them. The runtime reads it from the compiled library and refuses a launch
-whose plan.json description differs (sdc/runtime/c_launcher.py): the kernel derives its strides from
+whose plan.json description differs (sdc/runtime/launch/c.py): the kernel derives its strides from
 what it was compiled for, so an edited plan must not make it index past a buffer.
 """
 
@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from sdc.codegen.kernel import GeneratedKernel, lower_group
 from sdc.codegen.kernel.program import ELEMENTWISE, MATMUL, KernelProgram, LoweringError, TensorArg
-from sdc.runtime.c_launcher import layout_signature
+from sdc.runtime.launch.c import layout_signature
 
 C_BACKEND = "c"
 C_SOURCE = "cpu.c"  # the rank's one source file under kernels/ (cpu_r<rank>.c for a partitioned program)

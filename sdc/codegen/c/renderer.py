@@ -1,7 +1,7 @@
 """A `KernelProgram` (sdc/codegen/kernel/) rendered as one C function of the CPU kernel ABI.
 
 The ABI (`int ENTRY(void **p, const int64_t *d)`, dense row-major tensors, storage types) is written
-in sdc/runtime/c_launcher.py. What the renderer takes: the `elementwise` template (gathers included)
+in sdc/runtime/launch/c.py. What the renderer takes: the `elementwise` template (gathers included)
 and the `row` template, in f64, f32, the integers and bool; the `matmul` template is `matmul.py`'s.
 
 - Each tensor's stride along a domain dim is derived from the sizes `d` at the top of the function
@@ -29,7 +29,7 @@ from typing import Any
 from sdc.codegen.c.matmul import matmul_helpers, render_matmul, why_not_matmul
 from sdc.codegen.kernel.decompose import inline, is_composite, primitive_uses, supported_ops
 from sdc.codegen.kernel.program import ELEMENTWISE, MATMUL, ROW, KernelProgram, Node, TensorArg
-from sdc.runtime.c_launcher import LARGE_ELEMENTS
+from sdc.runtime.launch.c import LARGE_ELEMENTS
 
 FLOAT_TYPES = frozenset({"f32", "f64"})
 INT_TYPES = frozenset({"i8", "i16", "i32", "i64", "ui8"})
@@ -268,7 +268,7 @@ class CRenderer:
 
     def file(self, functions: list[str]) -> str:
         """The whole C source: the headers, the helpers the functions use (once each), the functions."""
-        head = ["// sdc generated C kernels (the ABI: sdc/runtime/c_launcher.py)",
+        head = ["// sdc generated C kernels (the ABI: sdc/runtime/launch/c.py)",
                 "#include <stdint.h>", "#include <math.h>", "#include <stdlib.h>", "#include <string.h>", "",
                 *_VECTORIZE, ""]
         helpers = [self._helper(h) for h in sorted(self.helpers)]

@@ -9,7 +9,7 @@ A group reaches here lowered to the kernel IR (`sdc.codegen.kernel`): the same
 `KernelProgram`, so both backends compute the same program. `cuda_kernel` renders it when its family
 is selected and `CudaRenderer` takes it, and returns plan.json's launch `kernel` object (backend
 "cuda", sdc/runtime/plan_schema.py `CudaKernel`) with the source; otherwise None, and the group keeps
-its Triton kernel. The runtime compiles the source once at load (sdc/runtime/cuda_launcher.py).
+its Triton kernel. The runtime compiles the source once at load (sdc/runtime/launch/cuda.py).
 """
 
 from __future__ import annotations

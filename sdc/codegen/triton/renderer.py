@@ -13,7 +13,7 @@ with triton 3.6 on the GPU host and run under TRITON_INTERPRET=1 with the triton
 Kernel signature: for each tensor argument, then each result, its pointer and one stride per domain
 dim (`a0, a0_s0, ..., a0_s2`; 0 along a dim it broadcasts), then the domain sizes `d0 .. d{R-1}`,
 then the constexprs (`BLOCK`, `RBLOCK`, or `BLOCK_M`/`BLOCK_N`/`BLOCK_K`/`GROUP_M`/`PROGRAMS`).
-The launcher (sdc/runtime/triton_launcher.py) computes
+The launcher (sdc/runtime/launch/triton.py) computes
 the strides and sizes from the tensors at each call, so one kernel serves every dynamic size.
 
 Floats of 16 bits compute in f32 registers (loaded widened, stored rounded); an explicit cast to
@@ -193,7 +193,7 @@ class TritonRenderer:
 
         The first is the plan's own; the others go to the launch's `tune` list, and the launcher
         times them all at the first call of a shape on the device and keeps the fastest
-        (sdc/runtime/triton_launcher.py, cached on disk by source hash, device and shape)."""
+        (sdc/runtime/launch/triton.py, cached on disk by source hash, device and shape)."""
         *batch, m, n, k = program.domain
         width = "f32" if program.args[0].dtype == "f32" else "16"
         sides = [s for s in (m, n) if s is not None]
