@@ -65,3 +65,18 @@ def test_the_real_backends_render_a_group_or_say_why():
                 "k1")
     generated, why = choose([backend("triton"), backend(TORCH)], bad)
     assert generated is None and "'sdc.exp' on ui16" in why
+
+
+def test_a_renderer_says_why_not_when_a_formula_needs_a_primitive_it_lacks():
+    from sdc.codegen.cuda.renderer import CudaRenderer
+    from sdc.codegen.kernel.program import ELEMENTWISE, KernelProgram, Node, TensorArg
+    from sdc.codegen.triton.renderer import TritonRenderer
+
+    # mod with fmod: the primitive fmod, which neither GPU renderer has (C has it)
+    nodes = [Node(0, "load", (), "f32", arg=0), Node(1, "load", (), "f32", arg=1),
+             Node(2, "mod", (0, 1), "f32", attrs={"fmod": True})]
+    args = [TensorArg("x", "f32", (0,)), TensorArg("y", "f32", (0,))]
+    program = KernelProgram(ELEMENTWISE, (8,), args, [(TensorArg("z", "f32", (0,)), 2)], nodes, ["mod"])
+    assert TritonRenderer().why_not(program) == "no Triton form for 'fmod' (in 'sdc.mod')"
+    assert CudaRenderer().why_not(program) == "no CUDA C++ method for 'mod'"  # not in its op set at all
+    assert TritonRenderer().why_not(KernelProgram(ELEMENTWISE, (8,), args[:1], [(args[0], 0)], nodes[:1], [])) is None

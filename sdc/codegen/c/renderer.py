@@ -174,15 +174,13 @@ class CRenderer:
     logical_primitives = frozenset(_LOGICAL)
     ternary_primitives = frozenset({"where"})
 
-    @classmethod
-    def primitives(cls) -> frozenset[str]:
-        return (cls.float_primitives | cls.integer_primitives | cls.bitwise_primitives | cls.compare_primitives
-                | cls.logical_primitives | cls.ternary_primitives)
+    primitives = (float_primitives | integer_primitives | bitwise_primitives | compare_primitives
+                  | logical_primitives | ternary_primitives)
 
     @classmethod
     def elementwise_ops(cls) -> frozenset[str]:
         """The elementwise ops whose formulas its primitives render (on some type)."""
-        return supported_ops(cls.primitives())
+        return supported_ops(cls.primitives)
 
     def __init__(self) -> None:
         self.helpers: set[str] = set()  # names of _HELPER_TEMPLATES entries, as "max_f32"

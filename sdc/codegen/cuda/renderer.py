@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from sdc.codegen.kernel.decompose import inline, is_composite, supported_ops
+from sdc.codegen.kernel.decompose import inline, is_composite, missing_primitive, supported_ops
 from sdc.codegen.kernel.program import ELEMENTWISE, KernelProgram, Node, TensorArg
 from sdc.dialect.opdef import all_ops
 
@@ -114,6 +114,9 @@ class CudaRenderer:
         for n in program.nodes:
             if n.op not in ("load", "const", "cast") and n.op not in ops:
                 return f"no CUDA C++ method for '{n.op}'"
+            missing = missing_primitive(n, self.primitives) if is_composite(n.op) else None
+            if missing is not None:
+                return f"no CUDA C++ method for '{missing}' (in '{n.op}')"
             if n.dtype not in (*FLOAT_TYPES, "i1"):
                 return f"a {n.dtype} value ('{n.op}'): CUDA C++ kernels compute in f32 and bool"
         return None

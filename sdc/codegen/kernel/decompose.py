@@ -62,6 +62,11 @@ def primitive_uses(n: Node) -> list[tuple[str, str, str]]:
     return found
 
 
+def missing_primitive(n: Node, primitives: frozenset[str]) -> str | None:
+    """The first primitive of composite node `n`'s formula (with its attributes) outside `primitives`."""
+    return next((p for p, _, _ in primitive_uses(n) if p not in primitives), None)
+
+
 @functools.cache
 def supported_ops(primitives: frozenset[str]) -> frozenset[str]:
     """The elementwise ops whose formula, with the op's default attributes, uses only `primitives`."""

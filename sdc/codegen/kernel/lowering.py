@@ -99,7 +99,7 @@ class _Lowering:
         # the ops this lowering writes out itself, in primitives every renderer has, or in its templates
         own = ("cast", "layout_cast", "batch_norm", "gather", "pow")
         if name not in self.supported and name not in ROW_OPS and name not in own:
-            raise LoweringError(f"no Triton template for 'sdc.{name}'")
+            raise LoweringError(f"no kernel template or renderer form for 'sdc.{name}'")
         if len(e["outputs"]) != 1:
             raise LoweringError(f"'sdc.{name}' has {len(e['outputs'])} results")
         for vid in [*e["inputs"], *e["outputs"]]:

@@ -41,6 +41,9 @@ def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequ
     renderer = renderer or TritonRenderer()
     program = lower_group(ops, inputs, outputs, values, renderer.elementwise_ops(), weight,
                           DOT_INPUT_PRECISION[precision])
+    why = renderer.why_not(program)
+    if why is not None:
+        raise LoweringError(why)
     blocks = renderer.plan_blocks(program)
     source = renderer.render(program, entry, blocks)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from sdc.codegen.kernel.decompose import inline, is_composite, supported_ops
+from sdc.codegen.kernel.decompose import inline, is_composite, missing_primitive, supported_ops
 from sdc.codegen.kernel.program import ATTENTION, CONV, ELEMENTWISE, MATMUL, KernelProgram, Node
 from sdc.codegen.triton.attention import attention_blocks, attention_grid, render_attention
 from sdc.codegen.triton.config import MatmulConfig, decompose, literal, next_power_of_2
@@ -185,6 +185,15 @@ class TritonRenderer:
 
     def __init__(self) -> None:
         self.helpers: set[str] = set()
+
+    def why_not(self, program: KernelProgram) -> str | None:
+        """Why it cannot render this program, or None: a composite op whose formula, with the node's
+        attributes, needs a primitive it lacks (the lowering has checked the ops themselves)."""
+        for n in program.nodes:
+            missing = missing_primitive(n, self.primitives) if is_composite(n.op) else None
+            if missing is not None:
+                return f"no Triton form for '{missing}' (in 'sdc.{n.op}')"
+        return None
 
     # ------------------------------------------------------------ the whole file
 
