@@ -1,4 +1,4 @@
-"""The runtime side of the C kernels of the CPU target (sdc/runtime/c_launcher.py): the plan schema of
+"""The runtime side of the C kernels of the CPU target (sdc/runtime/launch/c.py): the plan schema of
 a `c` launch, `CLaunch` with a hand-written C source against torch (dense and strided arguments, a
 run-time broadcast and large work through the fallback, result buffers reused, zero-size domains),
 the library built once per executor and cached across processes, the fallback with one warning when

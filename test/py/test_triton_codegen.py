@@ -1,4 +1,4 @@
-"""Generated Triton kernels (sdc/codegen/triton, sdc/runtime/triton_launcher.py).
+"""Generated Triton kernels (sdc/codegen/triton, sdc/runtime/launch/triton.py).
 
 On the CPU every kernel template runs under the Triton interpreter (TRITON_INTERPRET=1, set before
 any kernel source is executed: triton reads it when `@triton.jit` decorates) on small shapes with

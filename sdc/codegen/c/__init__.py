@@ -2,12 +2,12 @@
 
 On the CPU target torch costs 10-35 us per op; a kernel group that a template fits runs instead as one
 generated C function. The planner lowers the group to the shared kernel IR
-(`sdc.codegen.kernel.lower_group`, with `CRenderer.elementwise_ops()` as its op set), so both
-backends compute the same `KernelProgram`; `CRenderer` (renderer.py: the elementwise and row
+(`sdc.codegen.kernel.lower_group`, with `CRenderer.elementwise_ops()` as its op set), so every
+backend computes the same `KernelProgram`; `CRenderer` (renderer.py: the elementwise and row
 templates; matmul.py: the matmul template) renders it as `int ENTRY(void **p, const int64_t *d)`,
 and all functions of a rank go into one source file of the artifact (`kernels/cpu.c`, generate.py).
-`CBackend` is the planner's side (sdc/codegen/backends.py). The runtime compiles that file once with the host's C compiler and calls each function through
-ctypes; the kernel ABI (argument and result pointers, domain sizes, dense row-major tensors,
+`CBackend` is the planner's side (sdc/codegen/backends.py). The runtime compiles that file once
+with the host's C compiler and calls each function through ctypes; the kernel ABI (argument and result pointers, domain sizes, dense row-major tensors,
 storage types) is written in sdc/runtime/launch/c.py. A program the renderer cannot take
 (`CRenderer.why_not`) keeps its group on torch.
 """

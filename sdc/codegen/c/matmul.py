@@ -1,4 +1,4 @@
-"""The `matmul` template of a `KernelProgram` rendered as one C function (the ABI of c_launcher.py).
+"""The `matmul` template of a `KernelProgram` rendered as one C function (the ABI of sdc/runtime/launch/c.py).
 
 What a program means (sdc/codegen/kernel/matmul.py): the domain is
 `(*batch, M, N, K)`; one `dot` node multiplies kernel arguments `attrs["lhs"]` (mapped onto
