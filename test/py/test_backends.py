@@ -80,3 +80,16 @@ def test_a_renderer_says_why_not_when_a_formula_needs_a_primitive_it_lacks():
     assert TritonRenderer().why_not(program) == "no Triton form for 'fmod' (in 'sdc.mod')"
     assert CudaRenderer().why_not(program) == "no CUDA C++ method for 'mod'"  # not in its op set at all
     assert TritonRenderer().why_not(KernelProgram(ELEMENTWISE, (8,), args[:1], [(args[0], 0)], nodes[:1], [])) is None
+
+
+def test_the_template_registry_picks_by_the_groups_ops_in_order():
+    from sdc.codegen.kernel.templates import TEMPLATES, template_of
+
+    def ops(*names):
+        return [{"op": n, "inputs": [], "outputs": [], "attrs": {}} for n in names]
+
+    assert [t.name for t in TEMPLATES] == ["conv", "attention", "matmul", "elementwise/row"]
+    assert template_of(ops("layout_cast", "conv", "add", "relu")).name == "conv"
+    assert template_of(ops("matmul", "mul", "softmax", "matmul")).name == "attention"
+    assert template_of(ops("matmul", "add", "gelu")).name == "matmul"
+    assert template_of(ops("exp", "softmax")).name == "elementwise/row"
