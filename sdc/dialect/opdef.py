@@ -124,6 +124,10 @@ class OpDef:
     flash_score: bool = False
     reduced_axes: Callable[[int, dict], tuple[int, ...]] | None = None
 
+    # elementwise ops: the value at one element as a formula over primitives (sdc/dialect/scalar.py),
+    # from which every codegen backend derives the op's code
+    scalar: Callable[..., Any] | None = None
+
     def __post_init__(self):
         if not isinstance(self.kind, OpKind):
             raise TypeError(f"op sdc.{self.name} needs a kind (an OpKind), found {self.kind!r}")
