@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 import sdc  # noqa: E402
 import sdc.runtime  # noqa: E402
 from sdc.codegen.triton.renderer import TritonRenderer  # noqa: E402
-from sdc.runtime import triton_launcher  # noqa: E402
-from sdc.runtime.cuda_launcher import CudaLaunch  # noqa: E402
+from sdc.runtime.launch import triton as triton_launcher  # noqa: E402
+from sdc.runtime.launch.cuda import CudaLaunch  # noqa: E402
 sys.path.insert(0, str(ROOT / "bench"))
 from sdc.runtime.executor import _straight_line  # noqa: E402
 from gpu import elementwise_ir, layernorm_ir, median_ms, mlp_inputs, mlp_ir, mlp_reference, softmax_ir  # noqa: E402

@@ -45,7 +45,9 @@ class Target:
     has_triton_backend  its kernels are generated as Triton source (False: the plan's kernel groups
                         run through their reference semantics, torch ops)
     has_c_backend       the kernel groups a template fits are generated as C, compiled on the host at
-                        load (sdc/codegen/cpu); the others run through torch ops
+                        load (sdc/codegen/c); the others run through torch ops
+    backends            its codegen backends, in the order the planner offers them a kernel group
+                        (sdc/codegen/backends.py); the last, torch, takes every group as it is
     default_precision   the dtype floating-point math computes in unless the options say otherwise
     precisions          the precisions it compiles and runs (`--precision`); bf16/f16 run the
                         sdc-mixed-precision pass
@@ -67,6 +69,7 @@ class Target:
     precisions: tuple[str, ...] = ("f32",)
     precision_not_yet: str = ""
     has_c_backend: bool = False
+    backends: tuple[str, ...] = ("torch",)
 
     def check_supported(self) -> None:
         """SdcError unless sdc can compile for this target and run the result."""
@@ -88,6 +91,7 @@ _TARGETS: tuple[Target, ...] = (
         flops_per_byte=8.0,
         has_triton_backend=False,
         has_c_backend=True,
+        backends=("c", "torch"),
         default_precision="f32",
         supported=True,
         # torch runs every op family sdc lowers (matmul, convolution, elementwise) in bf16 and f16 on the CPU
@@ -104,6 +108,7 @@ _TARGETS: tuple[Target, ...] = (
         ),
         flops_per_byte=20.0,
         has_triton_backend=True,
+        backends=("cuda", "triton", "torch"),
         default_precision="f32",
         supported=True,
         # tf32: generated f32 matmuls pass input_precision="tf32" to tl.dot; reference groups (torch ops)

@@ -10,12 +10,12 @@ built (all_slice of a parameter or constant) are counted, not listed: they cost 
 from __future__ import annotations
 
 from sdc.dialect.ir import ARG_ATTRS, RES_ATTRS, attr_dicts, entry_function, op_location
-from sdc.dialect.opdef import OPS
+from sdc.dialect.hooks import OpKind
+from sdc.dialect.opdef import OPS, weight_ops
 from sdc.mlir import ir
 from sdc.transforms.base import walk_ops
 from sdc.fmt import format_bytes
 
-_WEIGHTS = ("sdc.parameter", "sdc.constant")
 WEIGHTS_SHOWN = 8
 
 
@@ -24,7 +24,7 @@ def collectives(module) -> list[dict]:
     op = module.operation if hasattr(module, "operation") else module
     out = []
     for c in walk_ops(op, "sdc."):
-        if c.name[4:] not in OPS or OPS[c.name[4:]].family != "collective" or "sdc.reason" not in c.attributes:
+        if c.name[4:] not in OPS or OPS[c.name[4:]].kind != OpKind.COLLECTIVE or "sdc.reason" not in c.attributes:
             continue
         out.append({
             "op": c.name[4:],
@@ -47,7 +47,7 @@ def _from_weight(op) -> bool:
         cur = src.operation if hasattr(src, "operation") else src
         if not hasattr(cur, "name"):
             return False
-    return cur is not None and hasattr(cur, "name") and cur.name in _WEIGHTS
+    return cur is not None and hasattr(cur, "name") and cur.name in weight_ops()
 
 
 def format_sharding_report(module, manifest: dict) -> str:

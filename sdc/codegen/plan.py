@@ -20,12 +20,13 @@ intermediate. The runtime only honours all of this. The plan is plain JSON (`Pla
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from sdc import dtypes
+from sdc.codegen.backends import BackendOptions
 from sdc.diagnostics import SdcError
 from sdc.dialect.attrs import AttrError
 from sdc.dialect.ir import (ARG_ATTRS, arg_dims, arg_names, attr_dicts, entry_function, module_mesh, op_location,
@@ -36,7 +37,7 @@ from sdc.mlir import ir
 from sdc.runtime.format import (COLLECTIVE, COMPUTE_STREAM, FREE, KERNELS_DIR, LAUNCH, REFERENCE, encode_value,
                                weights_file)
 from sdc.runtime.reference_kernels import FRESH_RESULT, IN_PLACE_OPS
-from sdc.options import DEFAULT_CONV_KERNEL, CompileOptions
+from sdc.options import CompileOptions
 from sdc.target import DEFAULT_TARGET, Target
 from sdc.transforms.optimizer_step import STATE_ATTR
 from sdc.transforms.sharding_ir import op_result_dims
@@ -127,10 +128,12 @@ def build_plan(module, params: Mapping[str, Any] | None = None,
 def _builder_settings(target: Target, options: CompileOptions) -> dict[str, Any]:
     """What every rank's builder is told: whether the kernel groups run by reference semantics (no
     Triton backend), whether C kernels are generated (the target has the C backend and the options
-    do not turn it off), the precision, and the cuda kernel choices."""
+    do not turn it off), the precision, the target's codegen backends in order and the options that
+    choose between their kernels."""
     return {"reference_kernels": not target.has_triton_backend,
             "c_kernels": target.has_c_backend and options.c_kernels,
-            "precision": options.precision, "cuda_cpp": options.cuda_cpp, "conv_kernel": options.conv_kernel}
+            "precision": options.precision, "backends": target.backends,
+            "backend_options": BackendOptions(cuda_cpp=options.cuda_cpp, conv_kernel=options.conv_kernel)}
 
 
 def _build_ranks(module_op, params: Mapping[str, Any], target: Target, mesh_axes: dict[str, int],
@@ -168,14 +171,15 @@ class _RankBuilder:
     (reference kernel choices, in-place flags, free steps)."""
 
     def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True, precision: str = "f32",
-                 c_kernels: bool = False, cuda_cpp: tuple[str, ...] = (), conv_kernel: str = DEFAULT_CONV_KERNEL):
+                 c_kernels: bool = False, backends: Sequence[str] = ("torch",),
+                 backend_options: BackendOptions = BackendOptions()):
         self.plan = RankPlan(rank)
         self.params = params
         self.reference_kernels = reference_kernels  # the target runs the kernel groups by reference semantics
-        self.c_kernels = c_kernels  # ... except those a C template fits (the CPU target, sdc/codegen/cpu)
+        self.c_kernels = c_kernels  # ... except those a C template fits (the CPU target, sdc/codegen/c)
         self.precision = precision  # the options' precision (tf32 lets generated f32 matmuls use tf32)
-        self.cuda_cpp = cuda_cpp  # the kernel families rendered as CUDA C++ instead of Triton
-        self.conv_kernel = conv_kernel  # "triton": convolution groups try the Triton template; else cuDNN
+        self.backends = tuple(backends)  # the target's codegen backends, in order (sdc/codegen/backends.py)
+        self.backend_options = backend_options  # the options that choose between their kernels
         self.ids: dict[Any, str] = {}  # ir.Value -> value id
         self.work: list[dict] = []  # launch and collective steps, in order (free steps go between them)
         self.param_errors: list[str] = []
@@ -485,21 +489,19 @@ class _RankBuilder:
     def _generate_kernels(self) -> None:
         """Each launch that a Triton template fits becomes a generated kernel (backend "triton",
         its source in kernels/); the others stay reference kernel groups (sdc/codegen/triton)."""
-        from sdc.codegen.triton import LoweringError, generate_kernel
-        from sdc.codegen.triton.conv import CUDNN_REASON
+        from sdc.codegen.backends import Group, backend, choose
 
+        # (the C backend has a pass of its own: _generate_c_kernels)
+        backends = [backend(name, self.backend_options) for name in self.backends if name != "c"]
         for step in self.plan.steps:
             if step["kind"] != LAUNCH:
                 continue
             ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
             entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
-            try:
-                if self.conv_kernel != "triton" and any(e["op"] == "conv" for e in ops):
-                    raise LoweringError(CUDNN_REASON)
-                generated = generate_kernel(ops, step["inputs"], step["outputs"], self.plan.values, entry,
-                                            self.weight_tensor, precision=self.precision)
-            except LoweringError as e:
-                step["kernel"]["why_reference"] = str(e)
+            generated, why = choose(backends, Group(ops, step["inputs"], step["outputs"], self.plan.values, entry,
+                                                    self.weight_tensor, self.precision))
+            if generated is None:
+                step["kernel"]["why_reference"] = why
                 for op in step["kernel"]["ops"]:
                     if op["op"] == "conv" and len(self.plan.values[op["inputs"][1]]["shape"]) == 4:
                         # cuda runs convolutions channels-last (the layout pass); given a plain weight,
@@ -507,13 +509,11 @@ class _RankBuilder:
                         self._store_laid_out(op["inputs"][1], CHANNELS_LAST_WEIGHT)
                 continue
             if generated.program.template == "conv":
-                from sdc.codegen.triton.conv import CONV_WEIGHT_LAYOUT, conv_weight
+                from sdc.codegen.kernel.conv import CONV_WEIGHT_LAYOUT, conv_weight
 
                 self._store_laid_out(conv_weight(generated.program), CONV_WEIGHT_LAYOUT)
-            from sdc.codegen.cuda import cuda_kernel
             from sdc.runtime.format import CUDA
 
-            generated = cuda_kernel(generated.program, ops, entry, self.cuda_cpp) or generated
             path = f"{KERNELS_DIR}/{entry}.{'cu' if generated.kernel['backend'] == CUDA else 'py'}"
             self.plan.kernel_sources[path] = generated.source
             step["kernel"] = {"backend": generated.kernel["backend"], "source": path,
@@ -521,35 +521,36 @@ class _RankBuilder:
 
     def _generate_c_kernels(self) -> None:
         """Each launch that a C template fits becomes a generated C kernel (backend "c"): all of the
-        rank's functions in one source file, compiled at load (sdc/codegen/cpu). The launch keeps its
+        rank's functions in one source file, compiled at load (sdc/codegen/c). The launch keeps its
         ops, which the runtime runs through torch instead where the C kernel does not apply (a large
         product on several threads, a run-time broadcast, no C compiler on the host)."""
-        from sdc.codegen.cpu.generate import C_SOURCE, c_kernel
-        from sdc.codegen.cpu.renderer import CRenderer
-        from sdc.codegen.triton import LoweringError
+        from sdc.codegen.backends import Group, backend, choose
+        from sdc.codegen.c import C_SOURCE
 
-        renderer = CRenderer()
-        functions: list[str] = []
+        c = backend("c")
+        backends = [c, *(backend(name) for name in self.backends if name != "c")]
         layouts = {**self.layouts, **{vid: tuple(v["layout"]) for vid, v in self.plan.values.items() if v.get("layout")}}
         source = C_SOURCE if self.mesh is None else C_SOURCE.replace(".c", f"_r{self.plan.rank}.c")
         for step in self.plan.steps:
-            if step["kind"] != LAUNCH or any(e["op"] in ("conv", "custom") for e in step["kernel"]["ops"]):
-                continue  # convolutions: oneDNN; custom ops: the user's own reference
+            if step["kind"] != LAUNCH:
+                continue
             ops = [{k: v for k, v in e.items() if k != "in_place"} for e in step["kernel"]["ops"]]
             entry = f"r{self.plan.rank}_{step['id']}" if self.mesh is not None else step["id"]
             try:
                 ops, values, transposed = self._stored_transposed(_product_first(ops))
-                generated = c_kernel(renderer, ops, step["inputs"], step["outputs"], values, entry, self.weight_tensor,
-                                     transposed, layouts)
-            except (LoweringError, ValueError) as e:  # ValueError: a renderer without a form for a node
-                step["kernel"]["why_reference"] = str(e)
+                generated, why = choose(backends, Group(ops, step["inputs"], step["outputs"], values, entry,
+                                                        self.weight_tensor, self.precision, transposed, layouts))
+            except ValueError as e:  # a renderer without a form for a node
+                generated, why = None, str(e)
+            if generated is None:
+                if why:
+                    step["kernel"]["why_reference"] = why
                 continue
-            functions.append(generated.source)
             step["kernel"] = {"backend": generated.kernel["backend"], "source": f"{KERNELS_DIR}/{source}",
                               **{k: v for k, v in generated.kernel.items() if k != "backend"},
                               "ops": step["kernel"]["ops"]}
-        if functions:
-            self.plan.kernel_sources[f"{KERNELS_DIR}/{source}"] = renderer.file(functions)
+        if c.functions:
+            self.plan.kernel_sources[f"{KERNELS_DIR}/{source}"] = c.file()
 
     def _stored_transposed(self, ops: list[dict]) -> tuple[list[dict], dict, list[str]]:
         """(ops, values, transposed) for the C lowering of one group: a matmul that reads a 2-d plan

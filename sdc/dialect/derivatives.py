@@ -8,9 +8,10 @@ that is zero almost everywhere such as floor's). Values are opaque handles of th
 module, like the op tables, imports no MLIR; sdc-autodiff (sdc/transforms/autodiff.py) provides
 the builder and calls the rules.
 
-The elementwise families are tables below (name -> derivative), as the op tables are; the other
-rules are functions registered by op name with `rule`. `attach()` puts every rule on its OpDef
-(importing sdc.dialect.ops does it) and refuses a name that is not an op.
+The elementwise families are tables below (name -> derivative), the derivative column of the op
+tables, which take their rules with `unary_vjp` / `binary_vjp`; every other rule is a function
+`<op>_vjp` that the op's definition names (`OpDef(vjp=derivatives.matmul_vjp)` in
+sdc/dialect/ops/*.py), so a rule is attached where its op is defined.
 
 The builder `b` offers (see `Builder`): `b.op(name, *operands, **attrs)` (one result),
 `b.ops(...)` (all results), `b.spec(value)` (its TensorSpec) and `b.scalar(number, dtype)` (a
@@ -23,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Protocol
 
-from sdc.dialect.opdef import OPS, OpDef
+from sdc.dialect.opdef import OpDef
 from sdc.dialect.shapes import TensorSpec, is_static
 
 Value = Any
@@ -310,62 +311,52 @@ def _binary(d: Callable[..., tuple[Value, Value]]):
     return vjp
 
 
-# ---------------------------------------------------------------- everything else, by op name
-
-RULES: dict[str, Callable[..., list]] = {}
-
-
-def rule(*names: str):
-    """Register the decorated function as the derivative rule of the named ops."""
-
-    def register(fn):
-        for name in names:
-            RULES[name] = fn
-        return fn
-
-    return register
+def unary_vjp(name: str) -> Callable[..., list] | None:
+    """The rule of elementwise unary op `name` (its row of UNARY_VJP), for the op table's loop."""
+    return _unary(UNARY_VJP[name]) if name in UNARY_VJP else None
 
 
-@rule("where")
-def _where(b: Builder, ins, outs, attrs, cts):
+def binary_vjp(name: str) -> Callable[..., list] | None:
+    """The rule of elementwise binary op `name` (its row of BINARY_VJP), for the op table's loop."""
+    return _binary(BINARY_VJP[name]) if name in BINARY_VJP else None
+
+
+# ---------------------------------------------------------------- everything else: `<op>_vjp`, named by the op's OpDef
+
+
+def where_vjp(b: Builder, ins, outs, attrs, cts):
     cond, x, y = ins
     g = cts[0]
     zero = const(b, 0.0, g)
     return [None, sum_to(b, select(b, cond, g, zero), b.spec(x)), sum_to(b, select(b, cond, zero, g), b.spec(y))]
 
 
-@rule("cast")
-def _cast(b: Builder, ins, outs, attrs, cts):
+def cast_vjp(b: Builder, ins, outs, attrs, cts):
     source = b.spec(ins[0]).dtype
     if not _is_float(source) or not _is_float(b.spec(outs[0]).dtype):
         return [None]
     return [b.op("cast", cts[0], dtype=source)]
 
 
-@rule("layout_cast")
-def _identity(b: Builder, ins, outs, attrs, cts):
+def layout_cast_vjp(b: Builder, ins, outs, attrs, cts):
     return [cts[0]]
 
 
-@rule("reshape", "squeeze", "unsqueeze")
-def _reshape(b: Builder, ins, outs, attrs, cts):
+def reshape_vjp(b: Builder, ins, outs, attrs, cts):
     return [reshape_like(b, cts[0], ins[0])]
 
 
-@rule("transpose")
-def _transpose(b: Builder, ins, outs, attrs, cts):
+def transpose_vjp(b: Builder, ins, outs, attrs, cts):
     perm = list(attrs["perm"])
     inverse = [perm.index(i) for i in range(len(perm))]
     return [b.op("transpose", cts[0], perm=inverse)]
 
 
-@rule("broadcast")
-def _broadcast(b: Builder, ins, outs, attrs, cts):
+def broadcast_vjp(b: Builder, ins, outs, attrs, cts):
     return [sum_to(b, cts[0], b.spec(ins[0]))]
 
 
-@rule("concat")
-def _concat(b: Builder, ins, outs, attrs, cts):
+def concat_vjp(b: Builder, ins, outs, attrs, cts):
     lhs, rhs = ins
     rank = b.spec(lhs).rank
     axis = attrs["axis"] % rank
@@ -375,8 +366,7 @@ def _concat(b: Builder, ins, outs, attrs, cts):
             b.op("slice", cts[0], starts=[n], ends=[total], axes=[axis], steps=[1])]
 
 
-@rule("split")
-def _split(b: Builder, ins, outs, attrs, cts):
+def split_vjp(b: Builder, ins, outs, attrs, cts):
     axis = attrs["axis"] % b.spec(ins[0]).rank
     out = cts[0]
     for g in cts[1:]:
@@ -384,8 +374,7 @@ def _split(b: Builder, ins, outs, attrs, cts):
     return [out]
 
 
-@rule("slice")
-def _slice(b: Builder, ins, outs, attrs, cts):
+def slice_vjp(b: Builder, ins, outs, attrs, cts):
     x = ins[0]
     shape = static_shape(b, x)
     rank = len(shape)
@@ -427,8 +416,7 @@ def _unslice(b: Builder, g: Value, axis: int, size: int, kept: range) -> Value:
     return b.op("pad", g, pads=pads) if any(pads) else g
 
 
-@rule("pad")
-def _pad(b: Builder, ins, outs, attrs, cts):
+def pad_vjp(b: Builder, ins, outs, attrs, cts):
     if attrs["mode"] != "constant":
         raise RuleError(f"pad mode '{attrs['mode']}' has no derivative rule yet")
     # Padding by -pads crops what was added and fills what was cropped with zeros.
@@ -461,12 +449,11 @@ def _reduce_linear(mean: bool):
     return vjp
 
 
-RULES["reduce_sum"] = _reduce_linear(mean=False)
-RULES["reduce_mean"] = _reduce_linear(mean=True)
+reduce_sum_vjp = _reduce_linear(mean=False)
+reduce_mean_vjp = _reduce_linear(mean=True)
 
 
-@rule("reduce_max", "reduce_min")
-def _reduce_extreme(b: Builder, ins, outs, attrs, cts):
+def reduce_extreme_vjp(b: Builder, ins, outs, attrs, cts):
     x = ins[0]
     shape = static_shape(b, x)
     axes = _axes(attrs, len(shape))
@@ -482,8 +469,7 @@ def _spread_to_winners(b: Builder, x, y, g, axes):
     return mul(b, hit, div(b, g, count))
 
 
-@rule("reduce_prod")
-def _reduce_prod(b: Builder, ins, outs, attrs, cts):
+def reduce_prod_vjp(b: Builder, ins, outs, attrs, cts):
     # d prod / d x_i = prod / x_i (for non-zero x_i)
     x = ins[0]
     axes = _axes(attrs, b.spec(x).rank)
@@ -492,38 +478,33 @@ def _reduce_prod(b: Builder, ins, outs, attrs, cts):
     return [div(b, mul(b, g, y), x)]
 
 
-@rule("global_avg_pool")
-def _global_avg_pool(b: Builder, ins, outs, attrs, cts):
+def global_avg_pool_vjp(b: Builder, ins, outs, attrs, cts):
     shape = static_shape(b, ins[0])
     n = math.prod(shape[2:])
     return [scale(b, broadcast_to(b, cts[0], shape), 1.0 / n)]
 
 
-@rule("global_max_pool")
-def _global_max_pool(b: Builder, ins, outs, attrs, cts):
+def global_max_pool_vjp(b: Builder, ins, outs, attrs, cts):
     x = ins[0]
     axes = list(range(2, b.spec(x).rank))
     return [_spread_to_winners(b, x, outs[0], cts[0], axes)]
 
 
-@rule("softmax")
-def _softmax(b: Builder, ins, outs, attrs, cts):
+def softmax_vjp(b: Builder, ins, outs, attrs, cts):
     y, g = outs[0], cts[0]
     axis = attrs["axis"] % b.spec(y).rank
     inner = b.op("reduce_sum", mul(b, g, y), axes=[axis], keepdims=True)
     return [mul(b, y, sub(b, g, inner))]
 
 
-@rule("log_softmax")
-def _log_softmax(b: Builder, ins, outs, attrs, cts):
+def log_softmax_vjp(b: Builder, ins, outs, attrs, cts):
     y, g = outs[0], cts[0]
     axis = attrs["axis"] % b.spec(y).rank
     total = b.op("reduce_sum", g, axes=[axis], keepdims=True)
     return [sub(b, g, mul(b, b.op("exp", y), total))]
 
 
-@rule("cumsum")
-def _cumsum(b: Builder, ins, outs, attrs, cts):
+def cumsum_vjp(b: Builder, ins, outs, attrs, cts):
     # Each input element adds to the results after it (before it when reversed): the transpose of a
     # running sum is the running sum the other way, with the same exclusiveness.
     return [b.op("cumsum", cts[0], axis=attrs["axis"], exclusive=attrs["exclusive"], reverse=not attrs["reverse"])]
@@ -542,8 +523,7 @@ def _mean(b: Builder, v, axes):
     return b.op("reduce_mean", v, axes=axes, keepdims=True)
 
 
-@rule("layer_norm")
-def _layer_norm(b: Builder, ins, outs, attrs, cts):
+def layer_norm_vjp(b: Builder, ins, outs, attrs, cts):
     x, gamma, beta = ins
     g = cts[0]
     norm_axes, lead_axes = _norm_stats_axes(b, x, attrs["axis"])
@@ -557,8 +537,7 @@ def _layer_norm(b: Builder, ins, outs, attrs, cts):
     return [dx, _sum_over(b, mul(b, g, xhat), lead_axes), _sum_over(b, g, lead_axes)]
 
 
-@rule("rms_norm")
-def _rms_norm(b: Builder, ins, outs, attrs, cts):
+def rms_norm_vjp(b: Builder, ins, outs, attrs, cts):
     x, gamma = ins
     g = cts[0]
     norm_axes, lead_axes = _norm_stats_axes(b, x, attrs["axis"])
@@ -573,8 +552,7 @@ def _sum_over(b: Builder, v, axes):
     return b.op("reduce_sum", v, axes=axes, keepdims=False) if axes else v
 
 
-@rule("batch_norm")
-def _batch_norm(b: Builder, ins, outs, attrs, cts):
+def batch_norm_vjp(b: Builder, ins, outs, attrs, cts):
     # Inference batch norm: the statistics are operands, so their cotangents are plain sums.
     x, gamma, beta, mean, var = ins
     g = cts[0]
@@ -600,8 +578,7 @@ def _batch_norm(b: Builder, ins, outs, attrs, cts):
 # ---------------------------------------------------------------- contractions
 
 
-@rule("matmul")
-def _matmul(b: Builder, ins, outs, attrs, cts):
+def matmul_vjp(b: Builder, ins, outs, attrs, cts):
     a, w = ins
     g = cts[0]
     ta = attrs["transpose_lhs"] and b.spec(a).rank >= 2
@@ -652,8 +629,7 @@ def _conv_input_grad(b: Builder, g: Value, w: Value, x_shape: tuple[int, ...], w
                 groups=groups)
 
 
-@rule("conv")
-def _conv(b: Builder, ins, outs, attrs, cts):
+def conv_vjp(b: Builder, ins, outs, attrs, cts):
     x, w = ins
     g = cts[0]
     x_shape, w_shape = static_shape(b, x, "input"), static_shape(b, w, "weight")
@@ -667,8 +643,7 @@ def _conv(b: Builder, ins, outs, attrs, cts):
     return [dx, dw]
 
 
-@rule("conv_weight_grad")
-def _conv_weight_grad(b: Builder, ins, outs, attrs, cts):
+def conv_weight_grad_vjp(b: Builder, ins, outs, attrs, cts):
     # dw(x, g) is bilinear: <dw(x, g), h> = <g, conv(x, h)>. So g's cotangent is the convolution of x
     # with the cotangent h as the weight, and x's is that convolution's input gradient for g.
     x, g = ins
@@ -682,8 +657,7 @@ def _conv_weight_grad(b: Builder, ins, outs, attrs, cts):
     return [dx, dg]
 
 
-@rule("conv_transpose")
-def _conv_transpose(b: Builder, ins, outs, attrs, cts):
+def conv_transpose_vjp(b: Builder, ins, outs, attrs, cts):
     x, w = ins
     g = cts[0]
     x_shape, w_shape = static_shape(b, x, "input"), static_shape(b, w, "weight")
@@ -725,8 +699,7 @@ def _taps(kernel: list[int]):
     return out
 
 
-@rule("max_pool")
-def _max_pool(b: Builder, ins, outs, attrs, cts):
+def max_pool_vjp(b: Builder, ins, outs, attrs, cts):
     # Each window's cotangent goes to one element: the first maximum in row-major order of the
     # window, as torch's max_pool backward does (ties do not split). sdc has no max_pool with
     # indices, so the winner is found tap by tap: the strided view of the padded input at each
@@ -764,8 +737,7 @@ def _max_pool(b: Builder, ins, outs, attrs, cts):
     return [total]
 
 
-@rule("avg_pool")
-def _avg_pool(b: Builder, ins, outs, attrs, cts):
+def avg_pool_vjp(b: Builder, ins, outs, attrs, cts):
     # Linear: each window's cotangent, divided by its count, spreads evenly over the window. The
     # counts are a convolution of the padding mask (ones on the input, and on the explicit pads
     # with count_include_pad) with a kernel of ones; the spreading is the transposed convolution
@@ -797,8 +769,7 @@ def _avg_pool(b: Builder, ins, outs, attrs, cts):
 # ---------------------------------------------------------------- indexing
 
 
-@rule("gather")
-def _gather(b: Builder, ins, outs, attrs, cts):
+def gather_vjp(b: Builder, ins, outs, attrs, cts):
     # The cotangent of a gather adds each result slice into the row it was read from: a scatter-add
     # (sdc.scatter_nd with reduction add) on a zero tensor, with the indexed dim moved to the front.
     data, indices = ins
@@ -824,15 +795,13 @@ def _gather(b: Builder, ins, outs, attrs, cts):
     return [out, None]
 
 
-@rule("gather_elements")
-def _gather_elements(b: Builder, ins, outs, attrs, cts):
+def gather_elements_vjp(b: Builder, ins, outs, attrs, cts):
     data, indices = ins
     empty = zeros(b, static_shape(b, data, "data"), b.spec(data).dtype)
     return [b.op("scatter_elements", empty, indices, cts[0], axis=attrs["axis"], reduction="add"), None]
 
 
-@rule("gather_nd")
-def _gather_nd(b: Builder, ins, outs, attrs, cts):
+def gather_nd_vjp(b: Builder, ins, outs, attrs, cts):
     # A scatter-add of the result slices into zeros at the same index tuples. With batch dims, the
     # batch is flattened into one leading dim and its position prepended to each tuple.
     data, indices = ins
@@ -876,12 +845,11 @@ def _scatter(read: str):
     return vjp
 
 
-RULES["scatter_elements"] = _scatter("gather_elements")
-RULES["scatter_nd"] = _scatter("gather_nd")
+scatter_elements_vjp = _scatter("gather_elements")
+scatter_nd_vjp = _scatter("gather_nd")
 
 
-@rule("topk")
-def _topk(b: Builder, ins, outs, attrs, cts):
+def topk_vjp(b: Builder, ins, outs, attrs, cts):
     # The values' cotangents go back to the positions they were taken from; indices carry none.
     x = ins[0]
     g = cts[0]
@@ -891,8 +859,7 @@ def _topk(b: Builder, ins, outs, attrs, cts):
     return [b.op("scatter_elements", empty, outs[1], g, axis=attrs["axis"], reduction="add")]
 
 
-@rule("cumprod")
-def _cumprod(b: Builder, ins, outs, attrs, cts):
+def cumprod_vjp(b: Builder, ins, outs, attrs, cts):
     # d y_i / d x_j = y_i / x_j for every y_i that x_j is a factor of: the running sum of g * y the
     # other way, divided by x. Exact for non-zero x (an x of zero gives inf/nan, unlike torch's
     # special case for zeros).
@@ -902,7 +869,7 @@ def _cumprod(b: Builder, ins, outs, attrs, cts):
     return [div(b, carried, x)]
 
 
-# ---------------------------------------------------------------- attaching
+# ---------------------------------------------------------------- coverage
 
 # Float ops with no rule yet: a gradient through one is an error naming it (see test_autodiff's
 # coverage test, which keeps this list exact).
@@ -916,37 +883,9 @@ def _is_float(dtype: str) -> bool:
     return dtypes.is_float(dtype)
 
 
-def rules() -> dict[str, Callable[..., list]]:
-    """Every derivative rule, by op name."""
-    out: dict[str, Callable[..., list]] = {}
-    for name, d in UNARY_VJP.items():
-        out[name] = _unary(d)
-    for name, d in BINARY_VJP.items():
-        out[name] = _binary(d)
-    out.update(RULES)
-    return out
-
-
-def attach(ops: dict[str, OpDef] | None = None) -> None:
-    """Set `vjp` on every op that has a rule; a rule for a name that is no op is a bug, raised here."""
-    ops = OPS if ops is None else ops
-    for name, fn in rules().items():
-        if name not in ops:
-            raise ValueError(f"derivative rule for unknown op sdc.{name}")
-        ops[name].vjp = fn
-
-
-NON_DIFFERENTIABLE_FAMILIES = ("comparison", "logical", "collective", "sharding")
-NON_DIFFERENTIABLE_OPS = ("argmax", "argmin", "isnan", "isinf", "not", "bitwise_not", "bitwise_and", "bitwise_or",
-                          "bitwise_xor", "shift_left", "shift_right", "bitcast",
-                          "random_uniform")  # integer operands (seed, offset): nothing to differentiate
-
-
 def is_differentiable_kind(op: OpDef) -> bool:
     """The marker: an op a gradient can meaningfully flow through, so it needs a rule (float
     arithmetic and data movement). Not: comparisons, logic, integer-only ops, index producers,
     ops without operands (constants, parameters, iota), side-effecting ops, and collectives and
     sharding annotations (their derivatives come with the distributed training step)."""
-    if not op.pure or not op.operands:
-        return False
-    return op.family not in NON_DIFFERENTIABLE_FAMILIES and op.name not in NON_DIFFERENTIABLE_OPS
+    return op.pure and bool(op.operands) and op.differentiable

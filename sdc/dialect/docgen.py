@@ -16,6 +16,7 @@ import sys
 from typing import Mapping
 
 from sdc import dtypes
+from sdc.dialect.hooks import LayoutRule
 from sdc.dialect.opdef import ATTR_KINDS, AttrSpec, OpDef, all_ops
 
 # Families in reading order; any other family follows, alphabetically.
@@ -138,6 +139,9 @@ An optional attribute left out takes its default; builders write every default o
 
 ## Ops
 
+Each op's "Passes" line is what the passes ask it (its `OpDef` hooks: the kind's defaults and the
+op's own overrides); [ops.md](ops.md) says what each hook means and how to add an op.
+
 @TOC@
 """
 
@@ -169,6 +173,7 @@ def render_op(op: OpDef) -> str:
     lines.append(f"- Operands: {_operands(op)}")
     lines.append(f"- Results: {_results(op)}")
     lines.append(f"- Side effects: {'none (pure)' if op.pure else 'yes (never removed, moved or merged)'}")
+    lines.append(f"- Passes: {_hooks(op)}")
     lines.append("")
     if op.attrs:
         lines += ["| attribute | kind | default | meaning |", "|---|---|---|---|"]
@@ -184,7 +189,7 @@ def render_op(op: OpDef) -> str:
 def _group(ops: Mapping[str, OpDef]) -> list[tuple[str, list[OpDef]]]:
     by_family: dict[str, list[OpDef]] = {}
     for op in ops.values():
-        by_family.setdefault(op.family or "other", []).append(op)
+        by_family.setdefault(op.kind.value, []).append(op)
     known = [f for f in FAMILY_ORDER if f in by_family]
     rest = sorted(f for f in by_family if f not in FAMILY_ORDER)
     # Within a family, registration order: the tables list related ops together.
@@ -193,6 +198,20 @@ def _group(ops: Mapping[str, OpDef]) -> list[tuple[str, list[OpDef]]]:
 
 def _title(family: str) -> str:
     return family[:1].upper() + family[1:]
+
+
+def _hooks(op: OpDef) -> str:
+    """How the passes treat the op: its hooks (sdc/dialect/hooks.py, docs/ops.md)."""
+    from sdc.dialect.derivatives import PENDING
+
+    layout = op.layout.relation if isinstance(op.layout, LayoutRule) else "by operand ranks"
+    sharding = op.sharding.rule + (f" (linear: {op.sharding.linear})" if op.sharding.linear else "")
+    derivative = "rule" if op.vjp is not None else ("pending" if op.name in PENDING else "none")
+    parts = [f"precision `{op.precision}`", f"fusion `{op.fusion}`", f"layout `{layout}`",
+             f"sharding `{sharding}`", f"recompute `{op.recompute}`", f"derivative {derivative}"]
+    parts += [fact for fact, holds in (("accumulates", op.accumulates), ("may view an operand", op.may_view),
+                                       ("a weight", op.weight)) if holds]
+    return ", ".join(parts)
 
 
 def _anchor(op: OpDef) -> str:

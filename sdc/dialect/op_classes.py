@@ -18,6 +18,7 @@ from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError, Sdc
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import module_mesh, read_attrs, tensor_spec, tensor_type
+from sdc.dialect.hooks import OpKind
 from sdc.dialect.opdef import OPS, OpDef, all_ops
 from sdc.dialect.shapes import ShapeContext, ShapeError, TensorSpec, is_static
 from sdc.mlir import ext, ir
@@ -83,7 +84,7 @@ def verify_op(op) -> str | None:
         in_specs = [_spec_or_error(v.type, f"operand #{i}") for i, v in enumerate(operands)]
         out_specs = [_spec_or_error(r.type, f"result #{i}") for i, r in enumerate(results)]
         values = read_attrs(opdef, op)
-        inferred = infer_results(opdef, in_specs, values, module_mesh(op) if opdef.family == "collective" else None)
+        inferred = infer_results(opdef, in_specs, values, module_mesh(op) if opdef.kind == OpKind.COLLECTIVE else None)
     except (AttrError, ShapeError) as e:
         return str(e)
     if inferred is None:

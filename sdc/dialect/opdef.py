@@ -10,8 +10,11 @@ the same reference semantics on a machine without the bindings.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
+from sdc.dialect.hooks import (KIND_DEFAULTS, CostRule, FusionClass, LayoutHook, LayoutRule, OpKind, Precision,
+                               Recompute, ShardingRule)
 from sdc.dialect.shapes import ShapeContext, TensorSpec
 
 REQUIRED = object()
@@ -102,14 +105,54 @@ class OpDef:
     operand_slots: int = 0
     result_slots: int = 0
     pure: bool = True
-    family: str = ""
+    kind: OpKind | None = None  # required; every hook left None below takes this kind's default
     doc: str = ""
     example: str = ""
     vjp: VjpRule | None = None  # the derivative rule; None: a gradient cannot flow through the op
+    # Hooks (sdc/dialect/hooks.py says what each means); None: the kind's default (KIND_DEFAULTS).
+    precision: Precision | None = None
+    accumulates: bool = False
+    may_view: bool | None = None
+    fusion: FusionClass | None = None
+    cost: CostRule | None = None
+    recompute: Recompute | None = None
+    layout: LayoutHook | None = None
+    sharding: ShardingRule | None = None
+    folds: bool | None = None
+    weight: bool = False
+    differentiable: bool | None = None
+    flash_score: bool = False
+    reduced_axes: Callable[[int, dict], tuple[int, ...]] | None = None
+
+    # elementwise ops: the value at one element as a formula over primitives (sdc/dialect/scalar.py),
+    # from which every codegen backend derives the op's code
+    scalar: Callable[..., Any] | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.kind, OpKind):
+            raise TypeError(f"op sdc.{self.name} needs a kind (an OpKind), found {self.kind!r}")
+        defaults = KIND_DEFAULTS[self.kind]
+        for hook in ("precision", "fusion", "cost", "recompute", "layout", "sharding", "folds", "differentiable"):
+            if getattr(self, hook) is None:
+                setattr(self, hook, getattr(defaults, hook))
+        if self.may_view is None:
+            self.may_view = defaults.may_view and bool(self.operands or self.variadic_operand)
+        if not self.pure:
+            self.folds = False
+            self.recompute = Recompute.NEVER
+
+    @property
+    def family(self) -> str:
+        """The kind's name (an `OpKind` compares equal to it); for readers that predate `kind`."""
+        return self.kind
 
     @property
     def full_name(self) -> str:
         return f"sdc.{self.name}"
+
+    def layout_rule(self, operand_ranks: Sequence[int] = ()) -> LayoutRule:
+        """The op's layout rule; a rule that depends on operand ranks (gather's) gets them."""
+        return self.layout if isinstance(self.layout, LayoutRule) else self.layout(operand_ranks)
 
     def with_defaults(self, attrs: dict) -> dict:
         out = {k: spec.default for k, spec in self.attrs.items() if not spec.required}
@@ -132,6 +175,12 @@ def all_ops() -> dict[str, OpDef]:
     import sdc.dialect.ops  # noqa: F401  (registers the tables)
 
     return OPS
+
+
+@lru_cache(maxsize=1)
+def weight_ops() -> frozenset[str]:
+    """The full names of the ops whose value is a weight (`OpDef.weight`)."""
+    return frozenset(op.full_name for op in all_ops().values() if op.weight)
 
 
 def get_op(name: str) -> OpDef:

@@ -37,9 +37,9 @@ VIEW = "view"  # a value bound to a slice of an allocated one (a concat's operan
 STEP_KINDS = (ALLOC, VIEW, LAUNCH, COLLECTIVE, RECORD, WAIT, FREE)
 
 REFERENCE = "reference"  # the kernel backend whose kernels are sdc ops run by their reference semantics
-TRITON = "triton"  # generated Triton kernels, sources in kernels/ (sdc/codegen/triton, sdc/runtime/triton_launcher.py)
-CUDA = "cuda"  # generated CUDA C++ kernels, sources in kernels/ (sdc/codegen/cuda, sdc/runtime/cuda_launcher.py)
-C = "c"  # generated C kernels of the CPU target, one source per rank in kernels/ (sdc/codegen/cpu, sdc/runtime/c_launcher.py)
+TRITON = "triton"  # generated Triton kernels, sources in kernels/ (sdc/codegen/triton, sdc/runtime/launch/triton.py)
+CUDA = "cuda"  # generated CUDA C++ kernels, sources in kernels/ (sdc/codegen/cuda, sdc/runtime/launch/cuda.py)
+C = "c"  # generated C kernels of the CPU target, one source per rank in kernels/ (sdc/codegen/c, sdc/runtime/launch/c.py)
 COMPUTE_STREAM = "compute"
 
 

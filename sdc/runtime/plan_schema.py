@@ -141,9 +141,9 @@ class CudaKernel:
 
 @dataclass(frozen=True)
 class CKernel:
-    """A generated C kernel of the CPU target (sdc/codegen/cpu), compiled at load with the host's C
+    """A generated C kernel of the CPU target (sdc/codegen/c), compiled at load with the host's C
     compiler: its source file in the artifact (all kernels of a rank in one), its entry function
-    (`int ENTRY(void **p, const int64_t *d)`, the ABI of sdc/runtime/c_launcher.py), the template
+    (`int ENTRY(void **p, const int64_t *d)`, the ABI of sdc/runtime/launch/c.py), the template
     it was rendered from, and the index domain and tensors (as a TritonKernel's, dense row-major, or
     dense in the physical order a tensor's `layout` gives, its map then over those dims)."""
 
@@ -693,7 +693,7 @@ def _cuda_kernel(raw: dict, inputs: tuple[str, ...], outputs: tuple[str, ...], v
 
 _C_FILE = re.compile(rf"^{KERNELS_DIR}/[A-Za-z0-9_.-]+\.c$")
 C_TEMPLATES = ("elementwise", "row", "matmul")
-# element types of the C kernel ABI (sdc/runtime/c_launcher.py): no f16 or bf16 (C11 has no such type)
+# element types of the C kernel ABI (sdc/runtime/launch/c.py): no f16 or bf16 (C11 has no such type)
 C_DTYPES = frozenset({"f64", "f32", "i64", "i32", "i16", "i8", "ui8", "i1"})
 
 

@@ -13,7 +13,7 @@ table `values[vid] = {"shape": [...], "dtype": "f32"}` whose dims are ints (stat
 
 - `s = matmul(q, k)`, scores `[*batch, Sq, Sk]` (rank >= 2), q and k f32/f16/bf16 of one dtype,
   either operand transposed (its strides say so), the head dim D static and at most MAX_HEAD_DIM;
-- a *score chain*: elementwise ops (SCORE_OPS) from `s` to the softmax's operand, each result of the
+- a *score chain*: elementwise ops (SCORE_OPS: their `OpDef.flash_score`) from `s` to the softmax's operand, each result of the
   scores' shape; their other operands are group inputs or *mask ops* (elementwise ops that do not
   depend on `s`: a causal mask built from iotas, a padding mask's compare) whose results broadcast
   into the scores (numpy rules, right-aligned): a scale, an additive mask `[B, 1, 1, Sk]`, a boolean
@@ -35,16 +35,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-if TYPE_CHECKING:
-    from sdc.transforms.fuse import FusionGraph, Grouping
+from sdc.dialect.opdef import OPS, all_ops
+from sdc.transforms.fusion_graph import ANCHORS, FusionGraph, Group, Grouping
 
 MAX_HEAD_DIM = 128  # one program holds a [BLOCK_M, D] query tile and a [BLOCK_M, Dv] accumulator in registers
 OPERAND_DTYPES = frozenset({"f32", "f16", "bf16"})  # tl.dot operands (f32 accumulation)
-# elementwise ops a score chain or a mask may use (the Triton renderer has a method for each: a test checks)
-SCORE_OPS = frozenset({"add", "sub", "mul", "div", "max", "min", "neg", "tanh", "where", "cast", "eq", "ne", "lt",
-                       "le", "gt", "ge", "and", "or", "xor", "not"})
+# elementwise ops a score chain or a mask may use, `OpDef.flash_score` (the Triton renderer has a
+# method for each: a test checks)
+SCORE_OPS = frozenset(name for name, op in all_ops().items() if op.flash_score)
 
 
 class NotAttention(Exception):
@@ -271,27 +271,26 @@ class CausalMask:
 
 
 def _evaluate(op: str, attrs: Mapping, dtype: str, args: list) -> Any:
-    """One elementwise op of a score chain or a mask in numpy (floats in float64: only which scores
-    are masked, and the mask's values where they are not, are read from it)."""
+    """One elementwise op of a score chain or a mask, by its reference semantics (floats in float64:
+    only which scores are masked, and the mask's values where they are not, are read from it)."""
     import numpy as np
+    import torch
 
     if op == "cast":
         (x,) = args
         return x != 0 if dtype == "i1" else x.astype(np.float64 if dtype.startswith(("f", "bf")) else np.int64)
-    logical = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
-    if op in logical:
-        a, b = args
-        return logical[op](a, b) if a.dtype == bool else {"and": np.bitwise_and, "or": np.bitwise_or,
-                                                           "xor": np.bitwise_xor}[op](a, b)
-    if op == "not":
-        return np.logical_not(args[0]) if args[0].dtype == bool else np.invert(args[0])
-    if op == "where":
-        c, a, b = args
-        return np.where(c.astype(bool), a, b)
-    table = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
-             "min": np.minimum, "neg": np.negative, "tanh": np.tanh, "eq": np.equal, "ne": np.not_equal,
-             "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
-    return table[op](*args)
+    opdef = OPS[op]
+    tensors = [torch.from_numpy(np.ascontiguousarray(_widened(np.asarray(a)))) for a in args]
+    return opdef.ref(None, opdef.with_defaults(dict(attrs)), *tensors).numpy()
+
+
+def _widened(x):
+    """float64 for floats, int64 for integers, bools as they are."""
+    import numpy as np
+
+    if x.dtype == np.bool_:
+        return x
+    return x.astype(np.float64 if np.issubdtype(x.dtype, np.floating) else np.int64)
 
 
 def causal_mask(ops: Sequence[Mapping], match: AttentionMatch, values: Mapping[str, Mapping],
@@ -379,7 +378,6 @@ def merge_attention_groups(graph: FusionGraph, grouping: Grouping, entry: Callab
     must hold that matmul alone; with torch's empty-row fix-up (a `where` between the softmax and the
     second matmul) the fix-up's group joins them too. The merged group is convex: only its output leaves it, and every op
     in it is needed for that output. Recomputed ops (held by several groups) are left alone."""
-    from sdc.transforms.fuse import ANCHORS, Group, Grouping
 
     groups = [list(g.members) for g in grouping.groups]
     kinds = [g.kind for g in grouping.groups]
@@ -418,14 +416,15 @@ def merge_attention_groups(graph: FusionGraph, grouping: Grouping, entry: Callab
         fixups: set[int] = set()
         while True:
             readers = consumers[graph.nodes[at].results[0]]
-            if len(readers) != 1 or graph.nodes[readers[0]].label not in ("sdc.cast", "sdc.matmul", "sdc.where"):
-                break
-            if graph.nodes[readers[0]].label == "sdc.where":
+            label = graph.nodes[readers[0]].label if len(readers) == 1 else ""
+            if label == "sdc.where":  # torch's empty-row fix-up
                 if readers[0] not in group_of:
                     break
                 fixups.add(group_of[readers[0]])
+            elif label != "sdc.cast" and label != "sdc.matmul":
+                break
             at = readers[0]
-            if graph.nodes[at].label == "sdc.matmul":
+            if label == "sdc.matmul":
                 break
         if graph.nodes[at].label != "sdc.matmul" or at not in group_of:
             continue
@@ -505,7 +504,6 @@ def fuse_entries(ops: Sequence[Any], value_index: Mapping[Any, int]
 
     from sdc import dtypes
     from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
-    from sdc.dialect.opdef import OPS
     from sdc.dialect.shapes import is_static
 
     values: dict[str, dict] = {}

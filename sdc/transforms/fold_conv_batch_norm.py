@@ -54,11 +54,10 @@ from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
 from sdc.dialect.op_classes import create
-from sdc.dialect.opdef import OPS
+from sdc.dialect.opdef import OPS, weight_ops
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass, walk_ops
 
-WEIGHT_OPS = ("sdc.parameter", "sdc.constant")
 NUMPY_FLOATS = ("f16", "f32", "f64")  # float dtypes whose epsilon constant numpy can spell (not bf16)
 
 
@@ -79,13 +78,13 @@ class WeightValues:
         if op in self.known:
             return self.known[op]
         self.known[op] = False  # a cycle cannot happen in SSA; this only stops recursion on odd IR
-        if op.name in WEIGHT_OPS:
+        if op.name in weight_ops():
             result = True
         else:
             opdef = OPS.get(op.name[4:]) if op.name.startswith("sdc.") else None
             # all_slice of a weight is a weight too: the planner cuts each rank's block at compile time
-            result = (opdef is not None and opdef.pure and (opdef.family != "collective" or opdef.name == "all_slice")
-                      and len(op.operands) > 0 and all(self(v) for v in op.operands))
+            result = (opdef is not None and opdef.folds and len(op.operands) > 0
+                      and all(self(v) for v in op.operands))
         self.known[op] = result
         return result
 

@@ -42,86 +42,26 @@ builds the regions. `traffic` and `FusionReport` give the bytes before and after
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Hashable, Sequence
 
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.attrs import AttrError
 from sdc.dialect.ir import read_attrs, tensor_spec
-from sdc.dialect.opdef import OPS
+from sdc.dialect.hooks import TRANSCENDENTAL
+from sdc.dialect.opdef import OPS, OpDef, weight_ops
 from sdc.dialect.shapes import is_static
 from sdc.dialect.structure import FUSION, YIELD
 from sdc.mlir import ir
 from sdc.target import DEFAULT_TARGET, TARGETS, get_target, target_option_error
 from sdc.transforms import layout_model as lm
 from sdc.transforms.base import ModulePass, PassOptionError, walk_ops
+from sdc.transforms.fusion_graph import (ANCHORS, BARRIER, ELEMENTWISE, LAYOUT, OPAQUE, REDUCTION,  # noqa: F401
+                                         FusionGraph, Group, Grouping, Node, Value)
 
-CHEAP_FLOPS = 8  # elementwise ops at most this many flops per element may be recomputed
+CHEAP_FLOPS = TRANSCENDENTAL  # elementwise ops at most this many flops per element may be recomputed
 PLACE_ATTRS = ("sdc.device", "sdc.rank", "sdc.stage")
-
-ELEMENTWISE, REDUCTION, LAYOUT = "elementwise", "reduction", "layout"
-ANCHORS = ("contraction", "convolution", "pooling")
-OPAQUE, BARRIER = "opaque", "barrier"
-
-# ---------------------------------------------------------------- the graph, as plain data
-
-
-@dataclass
-class Value:
-    nbytes: int
-    type: Hashable  # results of one group that leave it must share this (IRDL)
-    rank: int = 0
-    shape: tuple = ()
-    layout: tuple[int, ...] | None = None  # None: row-major
-    producer: int | None = None  # node index; None for arguments and weights
-
-
-@dataclass
-class Node:
-    kind: str  # ELEMENTWISE, REDUCTION, LAYOUT, an anchor, OPAQUE or BARRIER
-    operands: tuple[int, ...]
-    results: tuple[int, ...]
-    flops: int = 0
-    domain: Hashable = None  # reductions: (input shape, axes)
-    place: Hashable = None
-    label: str = ""
-
-    @property
-    def cheap(self) -> bool:
-        return self.kind == ELEMENTWISE and len(self.results) == 1
-
-
-@dataclass
-class FusionGraph:
-    values: list[Value]
-    nodes: list[Node]
-    outputs: list[int]  # values the function returns
-
-    def consumers(self) -> list[list[int]]:
-        out: list[list[int]] = [[] for _ in self.values]
-        for n, node in enumerate(self.nodes):
-            for v in node.operands:
-                out[v].append(n)
-        return out
-
-
-@dataclass
-class Group:
-    members: list[int]  # node indices in program order; a recomputed node is a member of several groups
-    kind: str
-
-    @property
-    def fused(self) -> bool:
-        return len(self.members) > 1
-
-
-@dataclass
-class Grouping:
-    groups: list[Group]
-    home: list[int]  # node -> the group that computes it for everyone outside groups holding copies
-    recomputed: list[tuple[int, int]] = field(default_factory=list)  # (node, group it is copied into)
-
 
 # ---------------------------------------------------------------- grouping
 
@@ -491,27 +431,6 @@ class FusePass(ModulePass):
                 fuse_function(fn, self.target, diag)
 
 
-EXPENSIVE = {"exp", "log", "tanh", "sigmoid", "erf", "gelu", "silu", "mish", "softplus", "sin", "cos", "tan",
-             "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "pow", "div", "sqrt", "rsqrt",
-             "reciprocal", "selu", "elu", "softsign", "remainder", "fmod", "atan2"}
-
-
-def node_kind(name: str, family: str) -> str:
-    if name in ("layout_cast",):
-        return LAYOUT
-    if family in ("elementwise unary", "elementwise binary", "elementwise ternary", "comparison", "logical") \
-            or name in ("cast", "batch_norm", "random_uniform"):  # random_uniform: a pure function of the index
-        return ELEMENTWISE
-    if family == "reduction" or name in ("softmax", "log_softmax", "layer_norm", "rms_norm", "global_avg_pool",
-                                         "global_max_pool"):
-        return REDUCTION
-    if family in ANCHORS:
-        return family
-    if family == "collective":
-        return BARRIER
-    return OPAQUE
-
-
 class _Reader:
     """The function's top-level ops as a FusionGraph."""
 
@@ -546,7 +465,7 @@ class _Reader:
             if op.name == "func.return":
                 self.outputs = [self.value(v, None) for v in op.operands]
                 continue
-            if op.name in ("sdc.parameter", "sdc.constant"):
+            if op.name in weight_ops():
                 for r in op.results:
                     self.value(r, None)
                 continue
@@ -561,13 +480,14 @@ class _Reader:
         else:
             opdef = OPS[op.name[4:]]
             operands = [self.value(v, None) for v in op.operands]
-            kind = node_kind(opdef.name, opdef.family)
+            kind = opdef.fusion
             try:
                 attrs = read_attrs(opdef, op)
             except AttrError:
                 attrs = {}
-            flops = _flops(opdef.name, kind, op, attrs)
-            domain = _domain(op, attrs) if kind == REDUCTION else None
+            flops = opdef.cost([tensor_spec(v.type) for v in op.operands], [tensor_spec(r.type) for r in op.results],
+                               attrs).flops
+            domain = _domain(opdef, op, attrs) if kind == REDUCTION else None
         results = [self.value(r, n) for r in op.results]
         layouts = _result_layouts(op)
         for r, layout in zip(results, layouts):
@@ -617,51 +537,16 @@ def _result_layouts(op: ir.Operation) -> list:
     return out + [None] * (len(op.results) - len(out))
 
 
-def _numel_of(value: ir.Value) -> int:
-    spec = tensor_spec(value.type)
-    return lm.numel(tuple(d if is_static(d) else None for d in spec.shape))
-
-
-def _flops(name: str, kind: str, op: ir.Operation, attrs: dict) -> int:
-    if not op.results:
-        return 0
-    out = _numel_of(op.results[0])
-    if kind == ELEMENTWISE:
-        return out * (CHEAP_FLOPS if name in EXPENSIVE else (2 if name == "batch_norm" else 1))
-    if kind == REDUCTION:
-        return _numel_of(op.operands[0]) * (8 if name in ("softmax", "log_softmax", "layer_norm", "rms_norm") else 1)
-    if name == "matmul":
-        lhs = tensor_spec(op.operands[0].type)
-        k = lhs.shape[-2] if attrs.get("transpose_lhs") and lhs.rank >= 2 else lhs.shape[-1]
-        return 2 * out * (k if is_static(k) else lm.DYNAMIC_DIM)
-    if name == "conv":
-        w = tensor_spec(op.operands[1].type)
-        per = 1
-        for d in w.shape[1:]:
-            per *= d if is_static(d) else lm.DYNAMIC_DIM
-        return 2 * out * per
-    if name == "conv_weight_grad":  # a multiply-add per weight element per grad position
-        g = tensor_spec(op.operands[1].type)
-        per = 1
-        for d in (g.shape[0], *g.shape[2:]):
-            per *= d if is_static(d) else lm.DYNAMIC_DIM
-        return 2 * out * per
-    if kind == "pooling":
-        per = 1
-        for d in attrs.get("kernel", []) or []:
-            per *= d
-        return out * per
-    return out
-
-
-def _domain(op: ir.Operation, attrs: dict) -> Hashable:
+def _domain(opdef: OpDef, op: ir.Operation, attrs: dict) -> Hashable:
     spec = tensor_spec(op.operands[0].type)
     rank = spec.rank
-    if "axes" in attrs and isinstance(attrs.get("axes"), list):
+    if opdef.reduced_axes is not None:
+        axes = tuple(opdef.reduced_axes(rank, attrs))
+    elif "axes" in attrs and isinstance(attrs.get("axes"), list):
         axes = tuple(sorted(a % rank for a in attrs["axes"])) if attrs["axes"] else tuple(range(rank))
     elif "axis" in attrs and rank:
         a = attrs["axis"] % rank
-        axes = tuple(range(a, rank)) if op.name in ("sdc.layer_norm", "sdc.rms_norm") else (a,)
+        axes = (a,)
     else:
         axes = tuple(range(2, rank))  # global pooling
     return (str(spec.shape), axes)

@@ -35,7 +35,7 @@ from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError
 from sdc.dialect.ir import defining_op, op_label, read_attrs, tensor_spec
 from sdc.dialect.op_classes import create
-from sdc.dialect.opdef import OPS
+from sdc.dialect.opdef import OPS, weight_ops
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir
 from sdc.target import DEFAULT_TARGET, TARGETS, target_option_error
@@ -44,7 +44,6 @@ from sdc.transforms.base import ModulePass, PassOptionError, walk_ops
 
 LAYOUT_ATTR = "sdc.layout"
 REASON_ATTR = "sdc.reason"
-WEIGHT_OPS = ("sdc.parameter", "sdc.constant")
 
 
 @dataclass(frozen=True)
@@ -146,7 +145,7 @@ class _FunctionLayouts:
         opdef = OPS[op.name[4:]]
         ranks = [tensor_spec(r.type).rank for r in op.results]
         pins = self._op_pins(op, ranks)
-        if op.name in WEIGHT_OPS:
+        if op.name in weight_ops():
             t = self._tensor(op.results[0], "weight", pins[0] if pins else None, op_label(op))
             self.weight_ops[t] = op
             return
@@ -158,7 +157,7 @@ class _FunctionLayouts:
         operands = tuple(self.index[v] for v in op.operands)
         results = tuple(self._tensor(r, "op") for r in op.results)
         axes, keepdims = _reduced_axes(attrs, self.tensors[operands[0]].rank if operands else 0)
-        self.ops.append(lm.OpInfo(opdef.name, opdef.family, operands, results, axes, keepdims,
+        self.ops.append(lm.OpInfo(opdef.name, opdef.kind.value, operands, results, axes, keepdims,
                                   tuple(pins) if pins else (), op_label(op)))
         self.op_handles.append(op)
 

@@ -14,11 +14,12 @@ Layouts
     dims that are not statically 1 the same way: the bytes lie in the same order (a [1, 2048, 1, 1]
     tensor is the same memory NCHW and NHWC), and a cast between them moves nothing.
 
-Tables (layout_table)
-    Per target, per op name or family, a `Rule`: how the op's operands and results follow the
-    layout it runs in (its `relation`), and the relative cost of each layout kind it accepts. The
-    rules are target-neutral (`_SHARED`) except where the target registry (`sdc.target`) says an op
-    prefers a layout (`Target.preferred_layouts`): a new target is a registry entry, not a table.
+Rules (rule_for, layout_table)
+    Per target, per op, a `Rule`: how the op's operands and results follow the layout it runs in
+    (its `relation`, from the op's `OpDef.layout` hook: a default per op kind, sdc/dialect/hooks.py),
+    and the relative cost of each layout kind it accepts. The rules are target-neutral except where
+    the target registry (`sdc.target`) says an op kind or op prefers a layout
+    (`Target.preferred_layouts`): a new target is a registry entry, not a table.
       uniform      operands of the op's rank follow its layout; broadcast operands of lower rank follow
                    it projected onto their (trailing) dims; results have its layout
       reduce       the operand follows the op's layout; a result without the reduced axes has that
@@ -51,6 +52,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence
 
+from sdc.dialect.hooks import DYNAMIC_DIM  # noqa: F401  (re-exported: the passes' byte estimates)
+from sdc.dialect.hooks import KIND_DEFAULTS, OpKind
+from sdc.dialect.hooks import LayoutRule as OpLayoutRule
+from sdc.dialect.opdef import all_ops
 from sdc.target import get_target
 
 Perm = tuple[int, ...]
@@ -59,7 +64,7 @@ ROW_MAJOR = "row_major"
 CHANNELS_LAST = "channels_last"
 KINDS = (ROW_MAJOR, CHANNELS_LAST)
 
-DYNAMIC_DIM = 32  # what a dim unknown at compile time counts as in byte estimates
+# DYNAMIC_DIM (from sdc/dialect/hooks.py): what a dim unknown at compile time counts as in byte estimates
 
 # ---------------------------------------------------------------- permutations
 
@@ -133,7 +138,7 @@ def numel(shape: Sequence[int | None]) -> int:
 
 @dataclass(frozen=True)
 class Rule:
-    """How an op family meets layouts on one target.
+    """How an op meets layouts on one target.
 
     `costs` maps each layout kind the op accepts to its relative cost (times the op's traffic);
     a kind it does not list it cannot run in. `why` is shown when a cast is explained.
@@ -146,52 +151,43 @@ class Rule:
 
 RELATIONS = ("uniform", "reduce", "contraction", "rigid")
 _ANY = {ROW_MAJOR: 0.0, CHANNELS_LAST: 0.0}
-# What the reader names a gather whose indices are 1-d (the result has the data's rank, one dim
-# resized): unlike an embedding lookup, it takes any layout (`layout_name`).
-AXIS_GATHER = "gather along an axis"
-_SHARED = {
-    "elementwise unary": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
-    "elementwise binary": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
-    "elementwise ternary": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
-    "comparison": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
-    "logical": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
-    "cast": Rule("uniform", _ANY, "elementwise ops take any layout their operands agree on"),
-    "pooling": Rule("uniform", _ANY, "pooling windows follow the spatial dims wherever they lie"),
-    "resize": Rule("uniform", _ANY, "resizing follows the resized dims wherever they lie"),
-    "normalization": Rule("uniform", _ANY, "normalizations take any layout once their axes are remapped"),
-    "reduction": Rule("reduce", _ANY, "reductions take any layout once their axes are remapped"),
-    "contraction": Rule("contraction", {ROW_MAJOR: 0.0}, "matmul reads row-major or transposed operands"),
-    "concat": Rule("uniform", _ANY, "concat joins along the remapped axis"),
-    "slice": Rule("uniform", _ANY, "slicing follows the remapped axes"),
-    "pad": Rule("uniform", _ANY, "padding follows the remapped axes"),
-    "split": Rule("uniform", _ANY, "splitting follows the remapped axis"),
-    "convolution": Rule("uniform", _ANY, "convolution takes any layout its operands agree on"),
-    AXIS_GATHER: Rule("uniform", _ANY, "a gather by 1-d indices keeps every dim where it lies"),
-    "*": Rule("rigid", {ROW_MAJOR: 0.0}, "this op reads and writes row-major tensors"),
-}
+_COSTS = {"uniform": _ANY, "reduce": _ANY, "contraction": {ROW_MAJOR: 0.0}, "rigid": {ROW_MAJOR: 0.0}}
+"""The layouts each relation accepts, at no cost, before a target's preferences."""
+_UNKNOWN = OpLayoutRule("rigid", "this op reads and writes row-major tensors")
+
+
+def _rule(target: str, rule: OpLayoutRule, keys: Sequence[str]) -> Rule:
+    """An op's layout rule (`OpDef.layout`) on `target`: the relation's costs, unless the target
+    prefers one layout for the op (`Target.preferred_layouts`, by op kind or op name)."""
+    for pref in get_target(target).preferred_layouts:
+        if pref.op in keys:
+            other = ROW_MAJOR if pref.layout == CHANNELS_LAST else CHANNELS_LAST
+            return Rule(rule.relation, {pref.layout: 0.0, other: pref.other_cost}, pref.why)
+    return Rule(rule.relation, dict(_COSTS[rule.relation]), rule.why)
 
 
 @lru_cache(maxsize=None)
 def layout_table(target: str) -> dict[str, Rule]:
-    """The rules on `target`: the shared ones, with the costs of the ops the target prefers in one
-    layout (`Target.preferred_layouts`) set from the registry. SdcError for an unknown target."""
-    table = dict(_SHARED)
-    for pref in get_target(target).preferred_layouts:
-        base = table[pref.op]
-        other = ROW_MAJOR if pref.layout == CHANNELS_LAST else CHANNELS_LAST
-        table[pref.op] = Rule(base.relation, {pref.layout: 0.0, other: pref.other_cost}, pref.why)
+    """Every op's rule on `target` by op name (an op whose rule depends on its operands' ranks, such
+    as gather, with the rule of its general case), and "*" for ops this table does not know. SdcError
+    for an unknown target."""
+    table = {name: rule_for(target, name) for name in all_ops()}
+    table["*"] = _rule(target, _UNKNOWN, ())
     return table
 
 
-def layout_name(name: str, operand_ranks: Sequence[int]) -> str:
-    """The name an op's rule is looked up by: its own, except a gather by 1-d indices (AXIS_GATHER)."""
-    return AXIS_GATHER if name == "gather" and len(operand_ranks) == 2 and operand_ranks[1] == 1 else name
-
-
-def rule_for(target: str, name: str, family: str) -> Rule:
-    """The rule of an op (`name` without the `sdc.` prefix) on `target`: by name, then family."""
-    table = layout_table(target)
-    return table.get(name) or table.get(family) or table["*"]
+def rule_for(target: str, name: str, family: str = "", operand_ranks: Sequence[int] = ()) -> Rule:
+    """The rule of an op (`name` without the `sdc.` prefix) on `target`, from its OpDef's layout
+    hook (given its operand ranks, for a rule that depends on them). An op this process does not
+    define gets its kind's default when `family` names an op kind, and so does an op kind named as
+    `name` (what `Target.preferred_layouts` names); anything else the rigid rule."""
+    opdef = all_ops().get(name)
+    if opdef is not None:
+        return _rule(target, opdef.layout_rule(operand_ranks), (opdef.kind.value, name))
+    for kind in (OpKind.named(family), OpKind.named(name)):
+        if kind is not None and isinstance(KIND_DEFAULTS[kind].layout, OpLayoutRule):
+            return _rule(target, KIND_DEFAULTS[kind].layout, (kind.value, name))
+    return _rule(target, _UNKNOWN, ())
 
 
 # ---------------------------------------------------------------- the problem
@@ -217,7 +213,7 @@ class TensorInfo:
 @dataclass
 class OpInfo:
     name: str  # without the `sdc.` prefix
-    family: str
+    family: str  # the op's kind (`OpKind`'s value): the rule of an op this process does not define
     operands: tuple[int, ...]
     results: tuple[int, ...]
     axes: tuple[int, ...] = ()  # reduced axes (non-negative), for the reduce relation
@@ -251,8 +247,7 @@ class OpModel:
     def __init__(self, problem: LayoutProblem, index: int):
         self.index = index
         self.op = op = problem.ops[index]
-        name = layout_name(op.name, [problem.tensors[t].rank for t in op.operands])
-        self.rule = rule_for(problem.target, name, op.family)
+        self.rule = rule_for(problem.target, op.name, op.family, [problem.tensors[t].rank for t in op.operands])
         ranks = [problem.tensors[t].rank for t in (op.results or op.operands)]
         if self.rule.relation == "reduce" and op.operands:
             ranks = [problem.tensors[op.operands[0]].rank]

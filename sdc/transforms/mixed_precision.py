@@ -3,7 +3,8 @@ numerics need it; its signature does not change.
 
     sdc-mixed-precision{precision=bf16}     bf16 | f16 | tf32 | f32
 
-What each op computes in (`POLICY`: per op family, with per-op exceptions):
+What each op computes in (its `OpDef.precision`: a default per op kind, overridden where an op
+is defined; sdc/dialect/hooks.py):
 - LOW: matmul, convolution (and transposed convolution), the elementwise ops (arithmetic,
   activations, `where`): their f32 operands are cast to the low dtype and their results become
   low. sdc.matmul and sdc.conv have no accumulation-dtype attribute: the result dtype is the
@@ -62,7 +63,8 @@ from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import defining_op, read_attrs, tensor_spec, tensor_type
 from sdc.dialect.op_classes import create
-from sdc.dialect.opdef import OPS
+from sdc.dialect.hooks import Precision
+from sdc.dialect.opdef import OPS, OpDef, weight_ops
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass, PassOptionError, walk_ops
 
@@ -74,63 +76,30 @@ F16_MAX = 65504.0
 
 Policy = Literal["low", "keep", "follow"]
 
-FAMILY_POLICY: dict[str, Policy] = {
-    "elementwise unary": "low",
-    "elementwise binary": "low",
-    "elementwise ternary": "low",
-    "contraction": "low",
-    "convolution": "low",
-    "comparison": "follow",
-    "logical": "follow",
-    "shape": "follow",
-    "layout": "follow",
-    "sharding": "follow",
-    "collective": "follow",
-    "sorting": "follow",
-    "values": "follow",
-    "pooling": "follow",
-    "reduction": "follow",
-    "indexing": "follow",
-    "normalization": "keep",
-    "scan": "keep",
-    "resampling": "keep",
-    "signal": "keep",
-    "linear algebra": "keep",
-    "attention": "keep",
-    "custom": "keep",  # an opaque op computes in what the program declared
-}
-"""Every op family's policy; a family missing here fails the test that checks them all."""
 
-OP_POLICY: dict[str, Policy] = {
-    "deform_conv": "keep",  # its offsets are coordinates
-    "isnan": "follow", "isinf": "follow",  # f16's range would turn large values into inf
-    "avg_pool": "keep", "global_avg_pool": "keep",
-    "reduce_sum": "keep", "reduce_mean": "keep", "reduce_prod": "keep",
-    "scatter_elements": "keep", "scatter_nd": "keep",  # they may accumulate (reduction = add)
-    "cast": "keep", "bitcast": "keep",
-    "send": "keep", "recv": "keep",  # a recv's declared type must match what its peer sends
-}
-"""Ops whose policy differs from their family's."""
-
-SUM_LIKE = ("reduce_sum", "reduce_mean", "reduce_prod", "cumsum", "cumprod", "avg_pool", "global_avg_pool")
-"""Reductions whose elementwise input chain stays f32 too."""
-
-WEIGHT_OPS = ("sdc.parameter", "sdc.constant")
+def _opdef(op_name: str) -> OpDef | None:
+    short = op_name[4:] if op_name.startswith("sdc.") else None
+    return OPS.get(short) if short else None
 
 
 def policy(op_name: str) -> Policy:
-    """What `sdc.<op_name>` computes in; ops that are not sdc ops (func.return) keep their dtypes."""
-    short = op_name[4:] if op_name.startswith("sdc.") else None
-    opdef = OPS.get(short) if short else None
-    if opdef is None:
-        return "keep"
-    return OP_POLICY.get(opdef.name, FAMILY_POLICY.get(opdef.family, "keep"))
+    """What `sdc.<op_name>` computes in (`OpDef.precision`); ops that are not sdc ops (func.return)
+    keep their dtypes."""
+    opdef = _opdef(op_name)
+    return "keep" if opdef is None else opdef.precision.value
 
 
 def _in_chains(op_name: str) -> bool:
     """Elementwise and movement ops: what a reduction's f32 input chain runs through (not matmuls)."""
-    kind = policy(op_name)
-    return kind == "follow" or (kind == "low" and OPS[op_name[4:]].family.startswith("elementwise"))
+    opdef = _opdef(op_name)
+    if opdef is None:
+        return False
+    return opdef.precision == Precision.FOLLOW or (opdef.precision == Precision.LOW and opdef.kind.arithmetic)
+
+
+def _accumulates(op: ir.Operation) -> bool:
+    opdef = _opdef(op.name)
+    return opdef is not None and opdef.accumulates
 
 
 def _dtype(value: ir.Value) -> str:
@@ -162,12 +131,11 @@ class _Lowering:
         if op is None:
             return False
         if op not in self.weights:
-            if op.name in WEIGHT_OPS:
+            if op.name in weight_ops():
                 self.weights[op] = True
             else:
-                opdef = OPS.get(op.name[4:]) if op.name.startswith("sdc.") else None
-                self.weights[op] = (opdef is not None and opdef.pure and len(op.operands) > 0
-                                    and (opdef.family != "collective" or opdef.name == "all_slice")
+                opdef = _opdef(op.name)
+                self.weights[op] = (opdef is not None and opdef.folds and len(op.operands) > 0
                                     and all(self.is_weight(v) for v in op.operands))
         return self.weights[op]
 
@@ -178,7 +146,7 @@ class _Lowering:
             if _in_chains(op.name):
                 readers = [use.owner.operation if hasattr(use.owner, "operation") else use.owner
                            for r in op.results for use in r.uses]
-                if any(r.name[4:] in SUM_LIKE or r in marked for r in readers):
+                if any(_accumulates(r) or r in marked for r in readers):
                     marked.add(op)
         return marked
 
@@ -222,7 +190,7 @@ class _Lowering:
         for op in self.ops:
             for r in op.results:
                 self.original[r] = _dtype(r)
-            if op.name == "func.return" or not op.name.startswith("sdc.") or op.name in WEIGHT_OPS:
+            if op.name == "func.return" or not op.name.startswith("sdc.") or op.name in weight_ops():
                 self._restore_operands(op)
                 continue
             if op.results and all(self.is_weight(r) for r in op.results):

@@ -19,7 +19,7 @@ results (after sdc-autodiff, and sdc-optimizer-step, whose update counts towards
   (or the optimizer update). What an op reads is its operands and, for an `sdc.fusion`, the outer
   values its region captures.
 - The peak of an op order is the memory plan's own: the order (with its clones) is written as plan
-  steps and placed by `memory.rank_buffers` and `memory.place`, so what the planner leaves to the
+  steps and placed by `lifetimes.rank_buffers` and `lifetimes.place`, so what the planner leaves to the
   allocator (entry results and what they may view, weights, values of unknown size) and its
   placement's fragmentation are counted as the artifact will count them (`JointGraph.arena`).
 - With no budget nothing changes: keeping every activation is the cheapest overall (no work is
@@ -50,23 +50,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sdc import dtypes
-from sdc.codegen.memory import ALIGNMENT, LAUNCH, Buffer, max_live_bytes, place, rank_buffers
 from sdc.diagnostics import DiagnosticSink, SdcError
 from sdc.dialect.ir import entry_function, result_names, tensor_spec
-from sdc.dialect.opdef import OPS
+from sdc.dialect.hooks import Recompute
+from sdc.dialect.opdef import OPS, weight_ops
 from sdc.dialect.shapes import is_static
 from sdc.fmt import format_bytes
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass
+from sdc.transforms.lifetimes import ALIGNMENT, LAUNCH, Buffer, max_live_bytes, place, rank_buffers
 
 RECOMPUTED_ATTR = "sdc.recomputed"  # on a clone made in the backward
 REPORT_ATTR = "sdc.recompute"  # on the module: what the pass planned
 CUT_ATTR = "sdc.recompute_cut"  # on the module, from sdc.compile_train: {bytes_per_flop, heavy}, a fixed cut
 TRAINING_PREFIXES = ("grad.", "next.")  # results that are not the forward's
-WEIGHT_OPS = ("sdc.parameter", "sdc.constant")
-NOT_RECOMPUTED_FAMILIES = ("collective", "sharding", "custom")  # side effects, or opaque
-HEAVY_FAMILIES = ("contraction", "convolution", "attention")  # kept unless nothing cheaper fits
-NOT_RECOMPUTED_OPS = ("sdc.random_uniform",)  # deterministic, yet a mask is cheaper kept than redrawn
 
 
 @dataclass(frozen=True)
@@ -154,7 +151,7 @@ class JointGraph:
 
     def buffers(self, recompute: frozenset[int]) -> list[Buffer]:
         """The planned values of the order with `recompute` cloned, with their lifetimes, by the memory
-        plan's own rules (`memory.rank_buffers` over the order written as plan steps): what is left to
+        plan's own rules (`lifetimes.rank_buffers` over the order written as plan steps): what is left to
         the allocator (entry results, weights, values of unknown size, what an entry result may view)
         and how views stretch lifetimes are the planner's decisions, not a copy of them here."""
         values: dict[str, dict] = {}
@@ -177,7 +174,7 @@ class JointGraph:
         return rank_buffers(values, [f"{v}" for v in sorted(self.returned)], steps, {})
 
     def arena(self, recompute: frozenset[int]) -> int:
-        """The arena the memory plan's placement (`memory.place`) gives the order with `recompute`:
+        """The arena the memory plan's placement (`lifetimes.place`) gives the order with `recompute`:
         what the artifact will report, fragmentation included."""
         return place(self.buffers(recompute), ALIGNMENT).size
 
@@ -189,7 +186,7 @@ class JointGraph:
 class Choice:
     """What `choose` decided: the ops to recompute, and the arena (`JointGraph.arena`: the memory
     plan's placement) of the order without and with them; `max_live` is the final order's lower
-    bound (`memory.max_live_bytes`), which no placement beats."""
+    bound (`lifetimes.max_live_bytes`), which no placement beats."""
 
     recompute: frozenset[int]
     peak_before: int
@@ -485,11 +482,10 @@ def _recompute_cost(op: ir.Operation) -> tuple[int, bool]:
     cost, heavy = 0, False
     for o in ops:
         opdef = OPS.get(o.name[4:]) if o.name.startswith("sdc.") else None
-        if (opdef is None or not opdef.pure or opdef.family in NOT_RECOMPUTED_FAMILIES or o.regions
-                or o.name in NOT_RECOMPUTED_OPS):
+        if opdef is None or opdef.recompute == Recompute.NEVER or o.regions:
             return 0, False
         out = sum(_numel(r) for r in o.results) or 1
-        if opdef.family in HEAVY_FAMILIES and len(o.operands) >= 2:
+        if opdef.recompute == Recompute.HEAVY and len(o.operands) >= 2:
             heavy = True
             cost += 2 * out * max(1, round((_numel(o.operands[0]) * _numel(o.operands[1]) / out) ** 0.5))
         else:
@@ -526,7 +522,7 @@ def _read(fn: ir.Operation, ops: list[ir.Operation], names: list[str]) -> tuple[
     outputs = set(returned)
     for i, op in enumerate(ops):
         cost, heavy = _recompute_cost(op)
-        weight = op.name in WEIGHT_OPS or (cost > 0 and bool(reads[i]) and all(v in weights for v in reads[i]))
+        weight = op.name in weight_ops() or (cost > 0 and bool(reads[i]) and all(v in weights for v in reads[i]))
         for r in op.results:
             if weight:
                 weights.add(r)

@@ -33,6 +33,7 @@ from sdc.dialect.attrs import AttrError
 from sdc.dialect import symexpr
 from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, arg_dims, arg_names, attr_dicts, module_mesh, op_label, read_attrs,
                             set_attr_dicts, tensor_spec, tensor_type)
+from sdc.dialect.hooks import OpKind
 from sdc.dialect.opdef import OPS
 from sdc.dialect.bindings import ShapeBinding, parse_bindings
 from sdc.dialect.shapes import DYN, ShapeContext, ShapeError, TensorSpec, is_static, window_out
@@ -490,7 +491,7 @@ class FunctionShapes:
             self._error(op, f"'{op.name}' op {e}")
             return None
         self.ctx.op = op
-        self.ctx.mesh = module_mesh(op) if opdef.family == "collective" else None
+        self.ctx.mesh = module_mesh(op) if opdef.kind == OpKind.COLLECTIVE else None
         try:
             return opdef.shape(self.ctx, specs, attrs)
         except ShapeError as e:

@@ -17,8 +17,9 @@ splits every dim that runs over it; a factor's kind says what that costs:
                 zeroes the rest, a partial sum too (an embedding split by vocabulary)
     blocked     must not be split (softmax's axis, a convolution's window, layer norm's dims)
 
-Rules are written once per op family (`rule_for`). An op missing from the table gets the fallback
-rule: everything blocked, so its operands are gathered whole and its results are whole.
+Rules are written once per structure (`FACTOR_RULES`); each op names its rule where it is defined
+(`OpDef.sharding`, a default per op kind). The fallback rule, everything blocked, gathers an op's
+operands whole and makes its results whole.
 
 Propagation. Every tensor dim holds a state: the mesh axes splitting it, a priority (lower wins)
 and its origin (the annotation or default it came from). Seeds are user annotations (priority 0),
@@ -35,10 +36,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from sdc.dialect import symexpr
+from sdc.dialect.hooks import KIND_DEFAULTS, OpKind, ShardingRule
 from sdc.dialect.mesh import Mesh, Sharding, local_dim
+from sdc.dialect.opdef import all_ops
 from sdc.fmt import format_bytes
 
 Dim = "int | str | None"  # a static size, a symbolic dim expression, or unknown
@@ -295,11 +298,13 @@ def _batch_norm_rule(operands, results, attrs) -> FactorRule:
     return FactorRule(fs.kinds, [row] + params, [list(row)])
 
 
-def _reduce_rule(operands, results, attrs, name) -> FactorRule:
+def _reduce_rule(operands, results, attrs, summed: bool) -> FactorRule:
+    """A reduction over `axes`; a sum's reduced dims may be split (each device sums its block: a
+    partial sum), any other reduction's are blocked."""
     x = operands[0]
     axes = attrs.get("axes") or list(range(len(x)))
     axes = {_axis(a, len(x)) for a in axes}
-    kind = REDUCTION if name == "reduce_sum" else BLOCKED
+    kind = REDUCTION if summed else BLOCKED
     fs = _Factors()
     row = [fs.new(kind) if i in axes else fs.new() for i in range(len(x))]
     if attrs.get("keepdims"):
@@ -517,69 +522,65 @@ def _reshape_rule(operands, results, attrs) -> FactorRule:
 # ---------------------------------------------------------------- the table
 
 
-_ELEMENTWISE_FAMILIES = ("elementwise unary", "elementwise binary", "elementwise ternary", "comparison", "logical")
-_LINEAR = {"add": "all", "sub": "all", "neg": "unary", "mul": "one", "div": "lhs"}
 _FLOATS = ("f16", "bf16", "f32", "f64")
-_AXIS_OPS = {"softmax": "axis", "log_softmax": "axis", "cumsum": "axis", "cumprod": "axis", "topk": "axis",
-             "lrn": 1}
+
+
+def _conversion_rule(operands, results, attrs, dtypes) -> FactorRule:
+    """A cast: elementwise, and linear between float types (a partial sum stays one)."""
+    linear = "unary" if len(dtypes) >= 2 and dtypes[0] in _FLOATS and dtypes[1] in _FLOATS else ""
+    return elementwise_rule(operands, results, linear)
+
+
+def _blocked_axis_rule(operands, results, attrs, hook: ShardingRule) -> FactorRule:
+    """One blocked axis: the attribute `hook.axis` names (default -1), or the axis itself."""
+    axis = attrs.get(hook.axis, -1) if isinstance(hook.axis, str) else hook.axis
+    return _axis_blocked_rule(operands, results, [axis], hook.linear)
+
+
+# rule name (an op's `OpDef.sharding.rule`) -> f(operands, results, attrs, hook, dtypes) -> FactorRule
+FactorRuleFn = Callable[[Sequence[Sequence], Sequence[Sequence], dict, ShardingRule, Sequence[str]], FactorRule]
+FACTOR_RULES: dict[str, FactorRuleFn] = {
+    "elementwise": lambda o, r, a, h, d: elementwise_rule(o, r, h.linear),
+    "conversion": lambda o, r, a, h, d: _conversion_rule(o, r, a, d),
+    "identity": lambda o, r, a, h, d: _identity_rule(o, r, a),
+    "generator": lambda o, r, a, h, d: _generator_rule(o, r, a),
+    "contraction": lambda o, r, a, h, d: _matmul_rule(o, r, a),
+    "convolution": lambda o, r, a, h, d: _conv_rule(o, r, a),
+    "transposed_convolution": lambda o, r, a, h, d: _conv_transpose_rule(o, r, a),
+    "convolution_weight_grad": lambda o, r, a, h, d: _conv_weight_grad_rule(o, r, a),
+    "window": lambda o, r, a, h, d: _window_rule(o, r, a, h.linear),
+    "reduction": lambda o, r, a, h, d: _reduce_rule(o, r, a, summed=h.linear == "unary"),
+    "arg_reduction": lambda o, r, a, h, d: _arg_reduce_rule(o, r, a),
+    "blocked_axis": lambda o, r, a, h, d: _blocked_axis_rule(o, r, a, h),
+    "normalization": lambda o, r, a, h, d: _norm_rule(o, r, a),
+    "batch_normalization": lambda o, r, a, h, d: _batch_norm_rule(o, r, a),
+    "reshaping": lambda o, r, a, h, d: _reshape_rule(o, r, a),
+    "permutation": lambda o, r, a, h, d: _transpose_rule(o, r, a),
+    "broadcasting": lambda o, r, a, h, d: _broadcast_rule(o, r, a),
+    "squeezing": lambda o, r, a, h, d: _squeeze_rule(o, r, a),
+    "unsqueezing": lambda o, r, a, h, d: _unsqueeze_rule(o, r, a),
+    "joining": lambda o, r, a, h, d: _concat_rule(o, r, a),
+    "slicing": lambda o, r, a, h, d: _slice_rule(o, r, a),
+    "padding": lambda o, r, a, h, d: _pad_rule(o, r, a),
+    "splitting": lambda o, r, a, h, d: _split_rule(o, r, a),
+    "gathering": lambda o, r, a, h, d: _gather_rule(o, r, a),
+    "fallback": lambda o, r, a, h, d: fallback_rule(o, r),
+}
 
 
 def rule_for(name: str, family: str, attrs: dict, operands: Sequence[Sequence], results: Sequence[Sequence],
              dtypes: Sequence[str] = ()) -> FactorRule:
-    """The factor rule of op `name` (short name) for operands and results of the given dims."""
-    if family in _ELEMENTWISE_FAMILIES:
-        return elementwise_rule(operands, results, _LINEAR.get(name, ""))
-    if name == "cast":
-        linear = "unary" if len(dtypes) >= 2 and dtypes[0] in _FLOATS and dtypes[1] in _FLOATS else ""
-        return elementwise_rule(operands, results, linear)
-    if name in ("layout_cast", "shard"):
-        return _identity_rule(operands, results, attrs)
-    if name in ("parameter", "constant", "iota", "dim_values"):
-        return _generator_rule(operands, results, attrs)
-    if name == "matmul":
-        return _matmul_rule(operands, results, attrs)
-    if name == "conv":
-        return _conv_rule(operands, results, attrs)
-    if name == "conv_transpose":
-        return _conv_transpose_rule(operands, results, attrs)
-    if name == "conv_weight_grad":
-        return _conv_weight_grad_rule(operands, results, attrs)
-    if name in ("max_pool", "global_max_pool"):
-        return _window_rule(operands, results, attrs)
-    if name in ("avg_pool", "global_avg_pool"):
-        return _window_rule(operands, results, attrs, "unary")
-    if name in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"):
-        return _reduce_rule(operands, results, attrs, name)
-    if name in ("argmax", "argmin"):
-        return _arg_reduce_rule(operands, results, attrs)
-    if name in _AXIS_OPS:
-        key = _AXIS_OPS[name]
-        return _axis_blocked_rule(operands, results, [attrs.get(key, -1) if isinstance(key, str) else key])
-    if name in ("layer_norm", "rms_norm"):
-        return _norm_rule(operands, results, attrs)
-    if name == "batch_norm":
-        return _batch_norm_rule(operands, results, attrs)
-    if name == "reshape":
-        return _reshape_rule(operands, results, attrs)
-    if name == "transpose":
-        return _transpose_rule(operands, results, attrs)
-    if name == "broadcast":
-        return _broadcast_rule(operands, results, attrs)
-    if name == "squeeze":
-        return _squeeze_rule(operands, results, attrs)
-    if name == "unsqueeze":
-        return _unsqueeze_rule(operands, results, attrs)
-    if name == "concat":
-        return _concat_rule(operands, results, attrs)
-    if name == "slice":
-        return _slice_rule(operands, results, attrs)
-    if name == "pad":
-        return _pad_rule(operands, results, attrs)
-    if name == "split":
-        return _split_rule(operands, results, attrs)
-    if name == "gather":
-        return _gather_rule(operands, results, attrs)
-    return fallback_rule(operands, results)
+    """The factor rule of op `name` (short name) for operands and results of the given dims: the one
+    its OpDef names (`OpDef.sharding`); an op this process does not define gets its kind's
+    (`family`), else the fallback."""
+    opdef = all_ops().get(name)
+    if opdef is not None:
+        hook = opdef.sharding
+    elif OpKind.named(family) is not None:
+        hook = KIND_DEFAULTS[OpKind.named(family)].sharding
+    else:
+        hook = ShardingRule("fallback")
+    return FACTOR_RULES[hook.rule](operands, results, attrs, hook, dtypes)
 
 
 # ---------------------------------------------------------------- the graph
@@ -1112,10 +1113,9 @@ def _linear_roles(op: Op, graph: Graph) -> tuple[int, int, int, int] | None:
         if lhs.kind == "weight" and len(lhs.dims) == 2 and rhs.kind != "weight":
             return 0, 1, rule.role("contract"), rule.role("lhs_free")
         return None
-    if op.name in ("conv", "conv_transpose") and graph.values[op.operands[1]].kind == "weight":
-        fin, fout = rule.role("in_channels"), rule.role("out_channels")
-        if fin is not None and fout is not None:
-            return 1, 0, fin, fout
+    fin, fout = rule.role("in_channels"), rule.role("out_channels")  # a convolution's (transposed too)
+    if fin is not None and fout is not None and graph.values[op.operands[1]].kind == "weight":
+        return 1, 0, fin, fout
     return None
 
 

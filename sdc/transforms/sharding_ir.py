@@ -19,6 +19,7 @@ from sdc.dialect.attrs import AttrError, read_dims
 from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, arg_dims, arg_names, attr_dicts, entry_function, module_mesh, op_label,
                             read_attrs, result_names, set_attr_dicts, tensor_spec)
 from sdc.dialect.mesh import Mesh, Sharding
+from sdc.dialect.hooks import OpKind
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir
@@ -112,7 +113,7 @@ def read_function(fn, mesh: Mesh, diag: DiagnosticSink) -> FunctionGraph | None:
             diag.error(op, f"'{op.name}' op: cannot shard an op that is not an sdc op")
             return None
         opdef = OPS[op.name[4:]]
-        if opdef.family == "collective":
+        if opdef.kind == OpKind.COLLECTIVE:
             diag.error(op, f"'{op.name}' op: the program already has collectives; sharding propagation and "
                            "partitioning take the program for one device")
             return None
@@ -132,7 +133,7 @@ def read_function(fn, mesh: Mesh, diag: DiagnosticSink) -> FunctionGraph | None:
             v = results[0]  # a block of a weight is a weight too: the plan builder slices it
             fg.graph.values[v].kind = "weight"
             fg.graph.values[v].label = f"{fg.graph.values[fg.ids[op.operands[0]]].label} ({_window(attrs)})"
-        if opdef.name in ("parameter", "constant"):
+        if opdef.weight:
             v = results[0]
             fg.graph.values[v].kind = "weight"
             fg.graph.values[v].label = (f"parameter '{attrs['name']}'" if opdef.name == "parameter"
@@ -145,13 +146,13 @@ def read_function(fn, mesh: Mesh, diag: DiagnosticSink) -> FunctionGraph | None:
             axis = axis + len(data) if axis < 0 else axis
             if data and not isinstance(data[axis], int):
                 # an index block by vocabulary needs the table's size, which must be static
-                rule = S.rule_for(opdef.name, opdef.family, attrs, operand_dims, result_dims_)
+                rule = S.rule_for(opdef.name, opdef.kind, attrs, operand_dims, result_dims_)
                 rule.kinds = [S.BLOCKED if k == S.MASKED else k for k in rule.kinds]
             else:
-                rule = S.rule_for(opdef.name, opdef.family, attrs, operand_dims, result_dims_)
+                rule = S.rule_for(opdef.name, opdef.kind, attrs, operand_dims, result_dims_)
         else:
             types = [tensor_spec(o.type).dtype for o in op.operands] + [tensor_spec(r.type).dtype for r in op.results]
-            rule = S.rule_for(opdef.name, opdef.family, attrs, operand_dims, result_dims_, types)
+            rule = S.rule_for(opdef.name, opdef.kind, attrs, operand_dims, result_dims_, types)
         if not named and not rule.shape_attrs:
             _fill_from_operands(fg.graph, rule, [fg.ids[o] for o in op.operands], results)
         fg.graph.add_op(opdef.name, rule, [fg.ids[o] for o in op.operands], results, op_label(op), op)

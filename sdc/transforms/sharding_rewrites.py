@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from sdc.dialect.ir import read_attrs, tensor_spec
 from sdc.dialect.op_classes import create
-from sdc.dialect.opdef import OPS
+from sdc.dialect.opdef import OPS, weight_ops
 from sdc.mlir import ir
 
-WEIGHTS = ("sdc.parameter", "sdc.constant")
 
 
 def _owner(value):
@@ -32,7 +31,7 @@ def _owner(value):
 
 def _is_weight(value) -> bool:
     owner = _owner(value)
-    return hasattr(owner, "name") and owner.name in WEIGHTS
+    return hasattr(owner, "name") and owner.name in weight_ops()
 
 
 def _single_use(value) -> bool:

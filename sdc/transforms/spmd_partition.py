@@ -56,7 +56,6 @@ else:
     torch = lazy_import("torch")  # for bf16 constants only: `sdc-opt --list-passes` needs no torch
 
 REASON, BYTES, TENSOR = "sdc.reason", "sdc.bytes", "sdc.tensor"
-GENERATORS = ("parameter", "constant", "iota", "dim_values")
 
 
 @dataclass(frozen=True)
@@ -79,6 +78,13 @@ class SpmdPartitionPass(ModulePass):
                 _Partitioner(fg, mesh, diag).run()
         if mesh is not None and not diag.has_errors:
             module.attributes[PARTITIONED] = ir.UnitAttr.get()
+
+
+def _generates(name: str) -> bool:
+    """An op without operands whose results each device makes for itself (its sharding rule is the
+    generator's: parameters, constants, iotas)."""
+    opdef = OPS.get(name)
+    return opdef is not None and opdef.sharding.rule == "generator"
 
 
 def _erase_shards(fn) -> None:
@@ -117,7 +123,7 @@ class _Partitioner:
             ir_op = self.fg.ir_ops[index]
             if op.name == "return":
                 continue
-            if op.name in GENERATORS:
+            if _generates(op.name):
                 self._generator(index, op, ir_op)
             elif op.name == "shard":
                 self._shard(index, op, ir_op)
@@ -375,12 +381,14 @@ def _discardable(op) -> dict:
 
 
 def _step_attrs(step: S.Step) -> dict:
+    """The attributes of the collective op a resharding step becomes (the step's kind names it)."""
+    takes = OPS[step.kind].attrs
     out: dict = {"mesh_axes": list(step.axes)}
-    if step.kind in ("all_reduce", "reduce_scatter"):
+    if "reduction" in takes:
         out["reduction"] = "sum"
-    if step.kind in ("reduce_scatter", "all_gather", "all_slice"):
+    if "axis" in takes:
         out["axis"] = step.dim
-    if step.kind == "all_to_all":
+    if "split_axis" in takes:
         out["split_axis"] = step.split
         out["concat_axis"] = step.dim
     return out
@@ -408,9 +416,7 @@ def _reason(step: S.Step, why: str) -> str:
 
 
 def _bytes_text(step: S.Step, local_dims: list, itemsize: int, mesh: Mesh) -> str:
-    n = mesh.size(step.axes)
-    factor = {"all_reduce": 2.0 * (n - 1) / n, "all_gather": float(n - 1), "reduce_scatter": (n - 1) / n,
-              "all_to_all": (n - 1) / n}.get(step.kind, 0.0)
+    factor = step.bytes_sent(1.0, mesh)  # bytes sent per local byte
     if factor == 0.0:
         return "0"
     if all(isinstance(d, int) for d in local_dims):

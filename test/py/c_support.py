@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sdc.runtime.c_launcher import compiler
+from sdc.runtime.launch.c import compiler
 
 
 def _have_compiler() -> bool:

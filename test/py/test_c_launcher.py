@@ -1,4 +1,4 @@
-"""The runtime side of the C kernels of the CPU target (sdc/runtime/c_launcher.py): the plan schema of
+"""The runtime side of the C kernels of the CPU target (sdc/runtime/launch/c.py): the plan schema of
 a `c` launch, `CLaunch` with a hand-written C source against torch (dense and strided arguments, a
 run-time broadcast and large work through the fallback, result buffers reused, zero-size domains),
 the library built once per executor and cached across processes, the fallback with one warning when
@@ -20,11 +20,11 @@ import torch
 from sdc.cli.backend_report import backend_lines
 from sdc.diagnostics import SdcError
 from sdc.dialect.opdef import RefEnv
-from sdc.runtime import c_launcher as C
+from sdc.runtime.launch import c as C
 from sdc.runtime import plan_schema as S
 from sdc.runtime.executor import ReferenceExecutor, RunState
 from sdc.runtime.profile import Profiler
-from sdc.runtime.triton_launcher import KernelSources
+from sdc.runtime.launch.base import KernelSources
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on the PATH")
 

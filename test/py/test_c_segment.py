@@ -16,7 +16,7 @@ from torch.export import Dim
 import sdc
 import sdc.runtime
 from sdc.diagnostics import SdcError
-from sdc.runtime.c_launcher import _dense_strides
+from sdc.runtime.launch.base import dense_strides as _dense_strides
 from sdc.runtime.c_segment import CSegment, _copy, _sequencer
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler on the PATH")

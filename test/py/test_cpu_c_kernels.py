@@ -156,7 +156,7 @@ def test_a_transposed_weight_is_passed_as_the_c_matmul_reads_it(tmp_path, shared
     user's weight and op. Two kernels that read one weight share the copy. Both match onnxruntime."""
     import numpy as np
     import onnxruntime as ort
-    from sdc.runtime.c_launcher import CLaunch
+    from sdc.runtime.launch.c import CLaunch
 
     model = _gemm_model(shared)
     exe = sdc.compile(model, output=tmp_path / "g.sdc")
@@ -253,7 +253,7 @@ def test_c_kernels_read_channels_last_values_as_they_lie(tmp_path, monkeypatch):
     """The elementwise groups between convolutions are C kernels over the NHWC order (their plan
     tensors carry the `layout`); a call copies none of their arguments to row-major, and the results
     match torch eager at several batch sizes, on one thread and two."""
-    from sdc.runtime.c_launcher import CLaunch
+    from sdc.runtime.launch.c import CLaunch
 
     torch.manual_seed(0)
     model = ConvBlock().eval()
@@ -306,7 +306,7 @@ def test_a_large_elementwise_group_runs_in_parallel_with_the_same_values(tmp_pat
     """Above 64K elements at 2 threads the C kernel runs over OpenMP's threads (not the torch ops):
     the same values as torch eager, and a gather index out of range found by any thread still
     gives the op's own error."""
-    from sdc.runtime.c_launcher import CLaunch
+    from sdc.runtime.launch.c import CLaunch
 
     torch.manual_seed(0)
     model = _Residual().eval()

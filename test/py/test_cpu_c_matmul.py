@@ -1,4 +1,4 @@
-"""The matmul template of the C backend (sdc/codegen/cpu/matmul.py).
+"""The matmul template of the C backend (sdc/codegen/c/matmul.py).
 
 Each case is a kernel group of plan.json op entries (sdc.matmul and its epilogue), lowered with the
 C renderer's op set, rendered, compiled with the host's C compiler and called through ctypes as the
@@ -17,11 +17,12 @@ from typing import Callable
 import pytest
 import torch
 
-from sdc.codegen.cpu.matmul import ROWS, tile_columns, why_not_matmul
-from sdc.codegen.cpu.renderer import CRenderer
-import sdc.codegen.triton.lower as triton_lower
-from sdc.codegen.triton.lower import MATMUL, KernelProgram, lower_group
-from sdc.runtime.c_launcher import C_CACHE_ENV, build_library, kernel_function
+from sdc.codegen.c.matmul import ROWS, tile_columns, why_not_matmul
+from sdc.codegen.c.renderer import CRenderer
+import sdc.codegen.kernel.matmul as kernel_matmul
+from sdc.codegen.kernel import KernelProgram, lower_group
+from sdc.codegen.kernel.program import MATMUL
+from sdc.runtime.launch.c import C_CACHE_ENV, build_library, kernel_function
 
 TORCH = {"f32": torch.float32, "f64": torch.float64, "i1": torch.bool, "f16": torch.float16}
 # (rtol, atol): f32 sums of up to ~130 products of values about 0.5 in a different order than torch's
@@ -54,7 +55,7 @@ def kernels(tmp_path_factory) -> dict[str, tuple[KernelProgram, Callable]]:
     with pytest.MonkeyPatch.context() as mp:
         # The Triton lowering multiplies f16/bf16/f32 only (its GPU template); the C template also takes
         # f64, so the f64 groups are lowered with the dtype allowed.
-        mp.setattr(triton_lower, "MATMUL_DTYPES", triton_lower.MATMUL_DTYPES | {"f64"})
+        mp.setattr(kernel_matmul, "MATMUL_DTYPES", kernel_matmul.MATMUL_DTYPES | {"f64"})
         for name, (ops, vals, outputs) in GROUPS.items():
             inputs = [v for v in vals if not any(v in e["outputs"] for e in ops)]
             programs[name] = lower_group(ops, inputs, outputs, vals, renderer.elementwise_ops())

@@ -1,7 +1,7 @@
-"""The C renderer of the CPU target (sdc/codegen/cpu/renderer.py), elementwise and row templates.
+"""The C renderer of the CPU target (sdc/codegen/c/renderer.py), elementwise and row templates.
 
 Each test lowers small groups of plan.json op entries with the Triton path's stage 1, renders them
-into one C file, compiles it with the host's compiler (sdc/runtime/c_launcher.py), calls each kernel
+into one C file, compiles it with the host's compiler (sdc/runtime/launch/c.py), calls each kernel
 through the ABI and compares with torch eager on fresh random inputs.
 """
 
@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sdc.codegen.cpu import CRenderer
-from sdc.codegen.triton.lower import KernelProgram, lower_group
-from sdc.runtime.c_launcher import build_library, compiler, kernel_function
+from sdc.codegen.c import CRenderer
+from sdc.codegen.kernel import KernelProgram, lower_group
+from sdc.runtime.launch.c import build_library, compiler, kernel_function
 
 try:
     compiler()

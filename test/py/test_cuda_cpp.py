@@ -25,7 +25,7 @@ from sdc.diagnostics import SdcError
 from sdc.ir_text import parse_module
 from sdc.options import CompileOptions
 from sdc.runtime import plan_schema as S
-from sdc.runtime.cuda_launcher import CudaLaunch
+from sdc.runtime.launch.cuda import CudaLaunch
 
 TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 

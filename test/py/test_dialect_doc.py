@@ -11,6 +11,7 @@ from sdc.dialect import docgen
 from sdc.dialect.attrs import read_dims, read_mesh, to_python
 from sdc.dialect.ir import module_mesh, read_attrs, tensor_spec
 from sdc.dialect.op_classes import infer_results, new_context, verify_op
+from sdc.dialect.hooks import OpKind
 from sdc.dialect.opdef import ATTR_KINDS, AttrSpec, OpDef, all_ops, attr
 from sdc.ir_text import parse_module
 from sdc.mlir import ir
@@ -106,7 +107,7 @@ def test_example_module_rejects_a_wrong_result():
 
 def test_docgen_is_generic_over_the_registry():
     op = OpDef(
-        name="frobnicate", family="experimental", summary="frobnicates", doc="Frobnicates `x` | twice.",
+        name="frobnicate", kind=OpKind.SIGNAL, summary="frobnicates", doc="Frobnicates `x` | twice.",
         operands=("x", "rest"), variadic_operand=True, min_operands=2, results=("out",), pure=False,
         attrs={"mode": attr("enum", "a", "how", ("a", "b")), "k": attr("ints", doc="sizes"),
                "eps": attr("float", float("-inf"))},
@@ -114,8 +115,8 @@ def test_docgen_is_generic_over_the_registry():
         example='%2 = "sdc.frobnicate"(%0, %1) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>',
     )
     text = docgen.render({"add": OPS["add"], "frobnicate": op})
-    assert "## Experimental\n" in text
-    assert text.index("## Elementwise binary") < text.index("## Experimental")
+    assert "## Signal\n" in text  # a kind outside FAMILY_ORDER: its own section, after the ordered ones
+    assert text.index("## Elementwise binary") < text.index("## Signal")
     assert "[`sdc.frobnicate`](#sdcfrobnicate)" in text
     section = text.split("### `sdc.frobnicate`\n", 1)[1]
     assert "`rest` (variadic, at least 2)" in section

@@ -40,8 +40,9 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _import_nodes(body: list[ast.stmt], deferred: bool):
-    """Import statements of a block: at module level only, or (deferred) in function bodies too."""
+def _import_nodes(body: list[ast.stmt], deferred: bool, typing: bool = False):
+    """Import statements of a block: at module level only, or (deferred) in function bodies too;
+    (typing) also those under `if TYPE_CHECKING:`."""
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
@@ -49,10 +50,12 @@ def _import_nodes(body: list[ast.stmt], deferred: bool):
             if deferred:
                 yield from (n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom)))
         elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            yield from _import_nodes(node.orelse, deferred)
+            yield from _import_nodes(node.body if typing else node.orelse, deferred, typing)
+            if typing:
+                yield from _import_nodes(node.orelse, deferred, typing)
         else:
             for block in _blocks(node):
-                yield from _import_nodes(block, deferred)
+                yield from _import_nodes(block, deferred, typing)
 
 
 def _blocks(node: ast.stmt):
@@ -93,14 +96,14 @@ def resolve(node: ast.Import | ast.ImportFrom, importer: str, modules: set[str],
     return found
 
 
-def import_graph(deferred: bool) -> Graph:
+def import_graph(deferred: bool, typing: bool = False) -> Graph:
     modules = all_modules()
     names = set(modules)
     graph: Graph = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         edges: set[str] = set()
-        for node in _import_nodes(tree.body, deferred):
+        for node in _import_nodes(tree.body, deferred, typing):
             edges |= resolve(node, name, names, path.name == "__init__.py")
         edges.discard(name)
         graph[name] = edges
@@ -168,6 +171,18 @@ def _onnx_frontend(name: str) -> bool:
 
 def _mlir_or_dialect(name: str) -> bool:
     return name == "sdc.mlir" or name == "sdc.dialect" or name.startswith("sdc.dialect.")
+
+
+def _codegen(name: str) -> bool:
+    return name.startswith("sdc.codegen.")
+
+
+# the codegen backends: one package each, over the kernel IR of sdc/codegen/kernel/
+BACKENDS = ("sdc.codegen.triton", "sdc.codegen.cuda", "sdc.codegen.c", "sdc.codegen.torch")
+
+
+def _backend(name: str) -> str | None:
+    return next((b for b in BACKENDS if name == b or name.startswith(b + ".")), None)
 
 
 # ---------------------------------------------------------------- the walker itself
@@ -239,6 +254,31 @@ def test_the_dialect_is_in_no_circle_with_the_modules_above_it():
     assert not found, f"import circles through sdc/dialect/ (deferred imports included): {found}"
 
 
+def test_no_import_circle_in_codegen():
+    """Deferred imports and those under `if TYPE_CHECKING:` included: the kernel IR, its templates
+    and each backend's renderer import one way only (a renderer imports its template modules, they
+    import the kernel IR)."""
+    found = cycles(subgraph(import_graph(deferred=True, typing=True), _codegen))
+    assert not found, f"import circles among sdc/codegen/ modules: {found}"
+
+
+def test_the_walker_sees_type_checking_imports_when_asked():
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import sdc.a\n")
+    assert [n.names[0].name for n in _import_nodes(tree.body, deferred=False, typing=True)][-1] == "sdc.a"
+    assert all(n.names[0].name != "sdc.a" for n in _import_nodes(tree.body, deferred=False))
+
+
+def test_the_kernel_ir_imports_no_backend_and_no_backend_another():
+    graph = import_graph(deferred=True, typing=True)
+    assert "sdc.codegen.kernel" in graph and all(b in graph for b in BACKENDS)
+    crossing = sorted((v, w) for v, ws in graph.items() for w in ws
+                      if _backend(v) and _backend(w) and _backend(v) != _backend(w))
+    assert not crossing, f"a codegen backend imports another backend: {crossing}"
+    upward = sorted((v, w) for v, ws in graph.items() if v.startswith("sdc.codegen.kernel") for w in ws
+                    if _backend(w))
+    assert not upward, f"the kernel IR imports a backend: {upward}"
+
+
 def test_report_other_import_circles(capsys):
     """Reported, not failed: circles elsewhere in sdc/ are for the layers that own them."""
     graph = import_graph(deferred=False)
@@ -269,3 +309,21 @@ def test_no_frontend_is_loaded_by_importing(package):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- op knowledge ([3.1] item 1)
+
+
+def test_fuse_and_the_attention_matcher_do_not_import_each_other():
+    graph = import_graph(deferred=True)
+    pair = {"sdc.transforms.fuse", "sdc.transforms.attention_pattern"}
+    assert not any(pair <= set(c) for c in cycles(subgraph(graph, lambda m: m in pair)))
+
+
+def test_the_transforms_import_no_codegen():
+    """Codegen sits above the passes: a pass that needs a fact of the planner's (the memory plan's
+    lifetimes) gets it from a module of its own layer or from the OpDef."""
+    graph = import_graph(deferred=True)
+    upward = sorted(f"{m} -> {t}" for m, ts in graph.items() if m.startswith("sdc.transforms")
+                    for t in ts if t.startswith("sdc.codegen"))
+    assert not upward, upward

@@ -337,7 +337,7 @@ def test_gate_limits_follow_how_the_threads_wait(monkeypatch):
 def test_with_c_kernels_the_weight_is_packed_at_the_first_onednn_call(monkeypatch):
     """A convolution sdc's C kernel takes packs no oneDNN weight at load, nor on calls the kernel runs;
     the first call on another input (row-major) packs it once, on the thread count of that call."""
-    from sdc.runtime.c_launcher import c_kernels_enabled
+    from sdc.runtime.launch.c import c_kernels_enabled
 
     if not c_kernels_enabled() or c_conv.library() is None:
         pytest.skip("no C kernels on this host")

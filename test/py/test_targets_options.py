@@ -352,7 +352,7 @@ def test_bad_kernel_choices_are_one_error_on_construction(no_kernel_env, kwargs,
 
 def test_the_cuda_cpp_families_are_kernel_templates():
     from sdc.codegen.cuda import FAMILIES
-    from sdc.codegen.triton.lower import ELEMENTWISE
+    from sdc.codegen.kernel.program import ELEMENTWISE
     from sdc.options import CUDA_CPP_FAMILIES
 
     assert FAMILIES == CUDA_CPP_FAMILIES == (ELEMENTWISE,)

@@ -1,4 +1,4 @@
-"""Generated Triton kernels (sdc/codegen/triton, sdc/runtime/triton_launcher.py).
+"""Generated Triton kernels (sdc/codegen/triton, sdc/runtime/launch/triton.py).
 
 On the CPU every kernel template runs under the Triton interpreter (TRITON_INTERPRET=1, set before
 any kernel source is executed: triton reads it when `@triton.jit` decorates) on small shapes with
@@ -145,7 +145,7 @@ def test_which_maps_have_flat_offsets():
 def test_elementwise_blocks_and_warps_grow_with_the_size():
     renderer = TritonRenderer()
     for numel, block, warps in ((100, 128, 4), (5000, 1024, 4), (1 << 16, 2048, 4), (1 << 26, 2048, 4)):
-        from sdc.codegen.triton.lower import ELEMENTWISE as TEMPLATE, KernelProgram, TensorArg
+        from sdc.codegen.kernel.program import ELEMENTWISE as TEMPLATE, KernelProgram, TensorArg
         program = KernelProgram(TEMPLATE, (numel,), [TensorArg("x", "bf16", (0,))], [(TensorArg("y", "bf16", (0,)), 0)],
                                 [], [])
         blocks = renderer.plan_blocks(program)
@@ -264,7 +264,7 @@ def test_elementwise_max_and_min_in_a_row_kernel_are_not_reductions(tmp_path, rn
 
 def test_row_warps_grow_with_the_row():
     renderer = TritonRenderer()
-    from sdc.codegen.triton.lower import ROW, KernelProgram
+    from sdc.codegen.kernel.program import ROW, KernelProgram
     short = KernelProgram(ROW, (None, 37), [], [], [], [])
     assert renderer.plan_blocks(short) == {"RBLOCK": 64, "ROWS": 32, "num_warps": 4}
     assert [renderer.row_warps(n) for n in (64, 2048, 4096, 8192, 16384, 1 << 16)] == [4, 4, 4, 8, 16, 16]
@@ -288,7 +288,7 @@ def test_a_dynamic_row_length_loops(tmp_path, rng):
 
 
 def program_of(template: str, domain: tuple):
-    from sdc.codegen.triton.lower import KernelProgram, TensorArg
+    from sdc.codegen.kernel.program import KernelProgram, TensorArg
 
     out = TensorArg("y", "bf16", tuple(range(len(domain))))
     return KernelProgram(template, domain, [TensorArg("x", "bf16", out.map)], [(out, 0)], [], [])
@@ -324,7 +324,7 @@ def run_each_config(exe, text: str, inputs: list[torch.Tensor], monkeypatch) -> 
     its `tune` entries), checked against the reference each time; returns how many configurations
     there are. (One that differs from an earlier one only by warps, which the interpreter ignores,
     is not run again.)"""
-    from sdc.runtime import triton_launcher
+    from sdc.runtime.launch import triton as triton_launcher
 
     steps = triton_launches(exe)
     configs = {id(s): [triton_launcher.LaunchConfig(s.spec.constexprs, s.spec.num_warps, s.spec.grid),

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from sdc.cli.backend_report import backend_lines
 from sdc.cli.main import main as sdc_main
-from sdc.codegen.triton.conv import CONV_KERNEL_ENV
+from sdc.codegen.kernel.conv import CONV_KERNEL_ENV
 from sdc.runtime import reference_kernels as rk
 from sdc.runtime.plan_schema import OpEntry
 from triton_support import TORCH_DTYPE, compile_cuda, interpreter, launches, rng  # noqa: F401

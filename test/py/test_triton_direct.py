@@ -7,7 +7,7 @@ import pytest
 import torch
 from triton_support import compile_cuda, interpreter, triton_launches  # noqa: F401 (the fixture: kernels interpret)
 
-from sdc.runtime import triton_direct
+from sdc.runtime.launch import triton_direct
 
 CHAIN = """
 func.func @main(%x: tensor<?x24xf32> {sdc.name = "x"}, %b: tensor<24xf32> {sdc.name = "b"})

@@ -20,9 +20,9 @@ import torch
 import sdc.runtime
 from sdc.diagnostics import SdcError
 from sdc.codegen.triton import LoweringError, TritonRenderer, generate_kernel
-from sdc.codegen.triton.lower import MATMUL
+from sdc.codegen.kernel.program import MATMUL
 from sdc.interpreter import interpret
-from sdc.runtime import triton_launcher
+from sdc.runtime.launch import triton as triton_launcher
 from triton_support import (TORCH_DTYPE, compile_cuda, interpreter, launches, record_constexprs,  # noqa: F401
                             rng, triton_launches)
 

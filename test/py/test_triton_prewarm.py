@@ -13,7 +13,8 @@ from triton_support import compile_cuda, interpreter, triton_launches  # noqa: F
 
 import sdc.runtime
 from sdc.runtime.artifact import read_artifact
-from sdc.runtime.triton_launcher import WarmCall, _dense_strides, compile_in_parallel, prewarm
+from sdc.runtime.launch.base import dense_strides as _dense_strides
+from sdc.runtime.launch.triton import WarmCall, compile_in_parallel, prewarm
 
 TWO_GROUPS = """
 func.func @main(%x: tensor<4x6x8xf32> {sdc.name = "x"}, %y: tensor<4x6x8xf32> {sdc.name = "y"},

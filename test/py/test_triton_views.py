@@ -138,7 +138,7 @@ def test_gather_lowering_and_its_limits() -> None:
     """The kernel IR of a gather (the table's own domain dim after the iterated ones), and the groups
     it refuses: a gather in a row kernel, a table the group computes (both keep the reference backend)."""
     from sdc.codegen.triton import TritonRenderer
-    from sdc.codegen.triton.lower import LoweringError, lower_group
+    from sdc.codegen.kernel import LoweringError, lower_group
 
     values = {"t": {"shape": [12, 8], "dtype": "f32"}, "i": {"shape": ["B", 5], "dtype": "i64"},
               "g": {"shape": ["B", 5, 8], "dtype": "f32"}, "s": {"shape": [8], "dtype": "f32"},

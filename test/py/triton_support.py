@@ -36,7 +36,7 @@ def compile_cuda(text: str, out: Path, params=None, precision: str = "f32", devi
 
 def triton_launches(exe) -> list:
     """The executable's TritonLaunch instructions, in plan order."""
-    from sdc.runtime.triton_launcher import TritonLaunch
+    from sdc.runtime.launch.triton import TritonLaunch
 
     return [step for step in exe._executor.program if isinstance(step, TritonLaunch)]
 

@@ -1,6 +1,6 @@
-"""A `KernelProgram` (sdc/codegen/triton/lower.py) of the elementwise template rendered as CUDA C++.
+"""A `KernelProgram` (sdc/codegen/kernel/) of the elementwise template rendered as CUDA C++.
 
-The Triton path's stage 1 is shared: the planner lowers a group once, and where `CudaRenderer.fits`
+The kernel IR (sdc/codegen/kernel/) is shared: the planner lowers a group once, and where `CudaRenderer.fits`
 accepts the program, `render` writes it as one `extern "C" __global__` function instead of a
 `@triton.jit` one. What it takes: the elementwise template over a domain whose every tensor is
 either the domain's own shape (indexed by the flat element index) or one element (read once per
@@ -25,7 +25,9 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from sdc.codegen.triton.lower import ELEMENTWISE, KernelProgram, Node, TensorArg
+from sdc.codegen.kernel.decompose import inline, is_composite, missing_primitive, supported_ops
+from sdc.codegen.kernel.program import ELEMENTWISE, KernelProgram, Node, TensorArg
+from sdc.dialect.opdef import all_ops
 
 FLOAT_TYPES = ("f32", "f16", "bf16")
 _STORAGE = {"f32": "float", "f16": "unsigned short", "bf16": "unsigned short"}
@@ -48,8 +50,6 @@ _HELPERS = {
                "return (x != x || y != y) ? x + y : fmaxf(x, y); }",
     "sdc_min": "static __device__ __forceinline__ float sdc_min(float x, float y) { "
                "return (x != x || y != y) ? x + y : fminf(x, y); }",
-    "sdc_softplus": "static __device__ __forceinline__ float sdc_softplus(float x) { "
-                    "return x > 20.0f ? x : log1pf(expf(x)); }",
 }
 
 # the device function that makes a stored 16-bit element the f32 register value, and back
@@ -76,21 +76,24 @@ class CudaRenderer:
     threads = 256  # threads per block
     vector_bytes = 16  # one access per tensor and step: ld.global.v4.b32 / st.global.v4.b32
     steps_per_thread = 4  # the grid covers the domain with this many vector steps per thread
-    # the sdc ops it has a method for (those of TritonRenderer's elementwise set that have a float meaning)
-    unary_ops = frozenset({
-        "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "erf", "sin", "cos",
-        "floor", "ceil", "relu", "silu", "softplus", "softsign", "mish", "gelu", "leaky_relu", "elu", "selu",
-        "hard_sigmoid", "hard_swish", "clip", "not", "isnan", "isinf"})
-    binary_ops = frozenset({"add", "sub", "mul", "div", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
-                            "and", "or", "xor"})
-    ternary_ops = frozenset({"where"})
+    # the primitives of scalar formulas (sdc/dialect/scalar.py) it renders: a _FORMS entry, an _INFIX operator
+    # or an op_* method (those of the Triton renderer's set that have a float meaning)
+    primitives = frozenset({
+        "neg", "abs", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "tanh", "erf", "sin", "cos", "floor", "ceil",
+        "not", "isnan", "isinf", "add", "sub", "mul", "div", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
+        "and", "or", "xor", "where"})
+    # composite ops of one operand and no attributes become a device function `sdc_<op>` each (the
+    # formula written once in the file, its operand evaluated once); the others are inlined
+    composite_functions = True
 
     @classmethod
     def elementwise_ops(cls) -> frozenset[str]:
-        return cls.unary_ops | cls.binary_ops | cls.ternary_ops
+        """The elementwise ops whose formulas its primitives render."""
+        return supported_ops(cls.primitives)
 
     def __init__(self) -> None:
         self.helpers: set[str] = set()
+        self.functions: dict[str, str] = {}  # the composite ops' device functions, by name, in order of use
 
     # ------------------------------------------------------------ what it takes
 
@@ -111,6 +114,9 @@ class CudaRenderer:
         for n in program.nodes:
             if n.op not in ("load", "const", "cast") and n.op not in ops:
                 return f"no CUDA C++ method for '{n.op}'"
+            missing = missing_primitive(n, self.primitives) if is_composite(n.op) else None
+            if missing is not None:
+                return f"no CUDA C++ method for '{missing}' (in '{n.op}')"
             if n.dtype not in (*FLOAT_TYPES, "i1"):
                 return f"a {n.dtype} value ('{n.op}'): CUDA C++ kernels compute in f32 and bool"
         return None
@@ -136,6 +142,7 @@ class CudaRenderer:
 
     def render(self, program: KernelProgram, entry: str) -> str:
         self.helpers = set()
+        self.functions = {}
         vec = self.vector(program)
         flat = {id(t) for t in self._flat_tensors(program)}
         params, pointers = [], []
@@ -194,7 +201,7 @@ class CudaRenderer:
                   *("// " + line for line in program.dump().splitlines()), ""]
         signature = (f'extern "C" __global__ void __launch_bounds__({self.threads}) '
                      f"{entry}({', '.join(params)}) {{")
-        helpers = [_HELPERS[h] for h in sorted(self.helpers)]
+        helpers = [_HELPERS[h] for h in sorted(self.helpers) if h in _HELPERS] + list(self.functions.values())
         return "\n".join([*header, _PRELUDE, *helpers, *([""] if helpers else []), signature,
                           *("  " + line for line in body), "}", ""])
 
@@ -213,6 +220,8 @@ class CudaRenderer:
     # ------------------------------------------------------------ one method per primitive op
 
     def node(self, n: Node, args: list[str]) -> str:
+        if is_composite(n.op):
+            return self._composite(n, args)
         if n.op in _INFIX:
             x, y = args
             return f"({x} {_INFIX[n.op]} {y})"
@@ -222,6 +231,18 @@ class CudaRenderer:
         if method is None:
             raise ValueError(f"the CUDA C++ renderer has no method for '{n.op}'")
         return method(n, *args)
+
+    def _composite(self, n: Node, args: list[str]) -> str:
+        """A composite op from its scalar formula: a call of its device function, or inlined."""
+        if not (self.composite_functions and len(args) == 1 and not all_ops()[n.op].attrs):
+            return inline(n, args, self.node)
+        name = f"sdc_{n.op}"
+        if name not in self.helpers:
+            self.helpers.add(name)
+            body = inline(Node(-1, n.op, (0,), "f32", n.row), ["x"], self.node)
+            self.functions[name] = (f"static __device__ __forceinline__ float {name}(float x) {{ "
+                                    f"return {body}; }}")
+        return f"{name}({args[0]})"
 
     def op_const(self, n: Node) -> str:
         return literal(n.value, n.dtype)
@@ -236,47 +257,6 @@ class CudaRenderer:
             return self._widen(to, self._narrow(to, x))
         return x
 
-    def op_softplus(self, n, x):
-        self.helpers.add("sdc_softplus")
-        return f"sdc_softplus({x})"
-
-    def op_mish(self, n, x):
-        self.helpers.add("sdc_softplus")
-        return f"({x} * tanhf(sdc_softplus({x})))"
-
-    def op_gelu(self, n, x):
-        if n.attrs.get("approximate") == "tanh":
-            return f"(0.5f * {x} * (1.0f + tanhf(0.7978845608028654f * ({x} + 0.044715f * {x} * {x} * {x}))))"
-        return f"(0.5f * {x} * (1.0f + erff({x} * 0.7071067811865476f)))"
-
-    def op_leaky_relu(self, n, x):
-        return f"({x} > 0.0f ? {x} : {literal(n.attrs['alpha'], 'f32')} * {x})"
-
-    def op_elu(self, n, x):
-        return f"({x} > 0.0f ? {x} : {literal(n.attrs['alpha'], 'f32')} * expm1f({x}))"
-
-    def op_selu(self, n, x):
-        a, g = literal(n.attrs["alpha"], "f32"), literal(n.attrs["gamma"], "f32")
-        return f"({g} * ({x} > 0.0f ? {x} : {a} * expm1f({x})))"
-
-    def op_hard_sigmoid(self, n, x):
-        a, b = literal(n.attrs["alpha"], "f32"), literal(n.attrs["beta"], "f32")
-        return f"fminf(fmaxf({a} * {x} + {b}, 0.0f), 1.0f)"
-
-    def op_clip(self, n, x):
-        lo, hi = float(n.attrs["min"]), float(n.attrs["max"])
-        out = x
-        if not math.isinf(lo):  # comparisons, not fmaxf/fminf: NaN stays NaN, as in torch.clamp
-            out = f"({out} < {literal(lo, 'f32')} ? {literal(lo, 'f32')} : {out})"
-        if not math.isinf(hi):
-            out = f"({out} > {literal(hi, 'f32')} ? {literal(hi, 'f32')} : {out})"
-        return out
-
-    def op_pow(self, n, x):
-        e = float(n.attrs["exponent"])
-        return {0.5: f"sqrtf({x})", 1.0: x, 2.0: f"({x} * {x})", 3.0: f"({x} * {x} * {x})",
-                -1.0: f"(1.0f / {x})"}[e]
-
     def op_max(self, n, x, y):
         self.helpers.add("sdc_max")
         return f"sdc_max({x}, {y})"
@@ -289,28 +269,23 @@ class CudaRenderer:
         return f"({c} ? {x} : {y})"
 
 
-# The ops that are one C expression of their operands (`{x}`, `{y}`), f32 math; the others are
+# The primitives that are one C expression of their operands (`{x}`, `{y}`), f32 math; the others are
 # `op_*` methods of `CudaRenderer`.
 _FORMS = {
     "neg": "(-{x})",
     "abs": "fabsf({x})",
-    "sign": "({x} > 0.0f ? 1.0f : ({x} < 0.0f ? -1.0f : {x}))",  # 0 and NaN stay themselves, as in torch
     "exp": "expf({x})",
+    "expm1": "expm1f({x})",
     "log": "logf({x})",
+    "log1p": "log1pf({x})",
     "sqrt": "sqrtf({x})",
     "rsqrt": "rsqrtf({x})",
-    "reciprocal": "(1.0f / {x})",
     "tanh": "tanhf({x})",
-    "sigmoid": "(1.0f / (1.0f + expf(-{x})))",
     "erf": "erff({x})",
     "sin": "sinf({x})",
     "cos": "cosf({x})",
     "floor": "floorf({x})",
     "ceil": "ceilf({x})",
-    "relu": "({x} < 0.0f ? 0.0f : {x})",  # NaN stays NaN, as in torch
-    "silu": "({x} / (1.0f + expf(-{x})))",
-    "softsign": "({x} / (1.0f + fabsf({x})))",
-    "hard_swish": "({x} * fminf(fmaxf({x} / 6.0f + 0.5f, 0.0f), 1.0f))",
     "not": "(!{x})",
     "isnan": "({x} != {x})",
     "isinf": "(fabsf({x}) == __int_as_float(0x7f800000))",

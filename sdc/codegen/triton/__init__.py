@@ -2,7 +2,7 @@
 
 Two stages, each of which can be looked at on its own:
 
-1. `lower.lower_group`: a launch step's ops -> `KernelProgram`, a small kernel IR over one index
+1. `sdc.codegen.kernel.lower_group`: a launch step's ops -> `KernelProgram`, a small kernel IR over one index
    domain (`KernelProgram.dump()` prints it);
 2. `renderer.TritonRenderer.render`: the program -> the source of one `@triton.jit` function.
 
@@ -13,22 +13,17 @@ step (backend "triton") with the source text; a group outside the templates rais
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from sdc.codegen.triton.lower import KernelProgram, LoweringError, lower_group
+from sdc.codegen.kernel import GeneratedKernel, KernelProgram, LoweringError, lower_group
+from sdc.codegen.kernel.conv import CUDNN_REASON
+from sdc.options import DEFAULT_CONV_KERNEL
 from sdc.codegen.triton.renderer import TritonRenderer
 
-__all__ = ["GeneratedKernel", "KernelProgram", "LoweringError", "TritonRenderer", "generate_kernel", "lower_group"]
+__all__ = ["GeneratedKernel", "KernelProgram", "LoweringError", "TritonBackend", "TritonRenderer", "generate_kernel",
+           "lower_group"]
 
 TRITON = "triton"
-
-
-@dataclass(frozen=True)
-class GeneratedKernel:
-    program: KernelProgram
-    source: str
-    kernel: dict  # plan.json's launch `kernel` object, less `source` (the planner names the file)
 
 
 # CompileOptions.precision -> tl.dot's input_precision for f32 operands (16-bit operands use their own tensor cores)
@@ -48,6 +43,9 @@ def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequ
     renderer = renderer or TritonRenderer()
     program = lower_group(ops, inputs, outputs, values, renderer.elementwise_ops(), weight,
                           DOT_INPUT_PRECISION[precision])
+    why = renderer.why_not(program)
+    if why is not None:
+        raise LoweringError(why)
     blocks = renderer.plan_blocks(program)
     source = renderer.render(program, entry, blocks)
 
@@ -75,3 +73,20 @@ def generate_kernel(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequ
         "ops": [dict(e) for e in ops],
     }
     return GeneratedKernel(program, source, kernel)
+
+
+class TritonBackend:
+    """The Triton backend (sdc/codegen/backends.py): one kernel file per group a template fits.
+    A convolution group is its only when the compile option `conv_kernel` is "triton"; otherwise it
+    refuses it (`CUDNN_REASON`), and the group runs as one fused cuDNN call."""
+
+    name = TRITON
+
+    def __init__(self, conv_kernel: str = DEFAULT_CONV_KERNEL):
+        self.conv_kernel = conv_kernel
+
+    def generate(self, group) -> GeneratedKernel:
+        if self.conv_kernel != TRITON and any(e["op"] == "conv" for e in group.ops):
+            raise LoweringError(CUDNN_REASON)
+        return generate_kernel(group.ops, group.inputs, group.outputs, group.values, group.entry, group.weight,
+                               precision=group.precision)

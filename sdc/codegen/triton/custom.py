@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from sdc import custom_ops
-from sdc.codegen.triton.lower import KernelProgram, LoweringError, TensorArg
+from sdc.codegen.kernel.program import KernelProgram, LoweringError, TensorArg
 from sdc.diagnostics import SdcError
 
 CUSTOM_TEMPLATE = "custom"  # plan.json's `template` of such a launch (the launcher reads it)

@@ -1,4 +1,4 @@
-"""Stage 2 of Triton codegen: a `KernelProgram` (lower.py) rendered as Triton source text.
+"""Stage 2 of Triton codegen: a `KernelProgram` (sdc/codegen/kernel/) rendered as Triton source text.
 
 `TritonRenderer` says what it can do as class attributes (the elementwise ops it has a method for,
 block sizes, the largest row one program holds in registers) and has one method per primitive op,
@@ -13,7 +13,7 @@ with triton 3.6 on the GPU host and run under TRITON_INTERPRET=1 with the triton
 Kernel signature: for each tensor argument, then each result, its pointer and one stride per domain
 dim (`a0, a0_s0, ..., a0_s2`; 0 along a dim it broadcasts), then the domain sizes `d0 .. d{R-1}`,
 then the constexprs (`BLOCK`, `RBLOCK`, or `BLOCK_M`/`BLOCK_N`/`BLOCK_K`/`GROUP_M`/`PROGRAMS`).
-The launcher (sdc/runtime/triton_launcher.py) computes
+The launcher (sdc/runtime/launch/triton.py) computes
 the strides and sizes from the tensors at each call, so one kernel serves every dynamic size.
 
 Floats of 16 bits compute in f32 registers (loaded widened, stored rounded); an explicit cast to
@@ -23,12 +23,12 @@ f16/bf16 rounds where the program says so.
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from dataclasses import dataclass
-
-from sdc.codegen.triton.attention import ATTENTION, attention_blocks, attention_grid, render_attention
-from sdc.codegen.triton.lower import ELEMENTWISE, MATMUL, KernelProgram, Node
+from sdc.codegen.kernel.decompose import inline, is_composite, missing_primitive, supported_ops
+from sdc.codegen.kernel.program import ATTENTION, CONV, ELEMENTWISE, MATMUL, KernelProgram, Node
+from sdc.codegen.triton.attention import attention_blocks, attention_grid, render_attention
+from sdc.codegen.triton.config import MatmulConfig, decompose, literal, next_power_of_2
+from sdc.codegen.triton.conv import conv_candidates, conv_grid, render_conv
 
 _STORAGE = {"f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64", "i1": "tl.int1",
             "i8": "tl.int8", "i16": "tl.int16", "i32": "tl.int32", "i64": "tl.int64", "ui8": "tl.uint8"}
@@ -52,10 +52,6 @@ def _max(a, b):
     "_min": '''@triton.jit
 def _min(a, b):
     return tl.minimum(a, b)
-''',
-    "_softplus": '''@triton.jit
-def _softplus(x):
-    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
 ''',
     # Philox-4x32-10 step for step as `tl.rand(seed, counter)` computes it (triton/language/random.py), so
     # bit-equal to it and to sdc.random_uniform's reference, but from builtins only: tl.rand is a function of
@@ -92,42 +88,6 @@ def _round_bf16(x):
     return bits.to(tl.float32, bitcast=True)
 ''',
 }
-
-
-@dataclass(frozen=True)
-class MatmulConfig:
-    """One configuration of the matmul template: tile sizes, the grouped ordering, warps, pipeline stages."""
-
-    block_m: int
-    block_n: int
-    block_k: int
-    group_m: int = 8  # row tiles that run one after another over the same columns of B, while those sit in L2
-    num_warps: int = 4
-    num_stages: int = 3
-    # 0: one program per output tile. Otherwise a persistent kernel: this many programs (the device's
-    # SMs), each looping over the tiles pid, pid + programs, ... (matmul template only)
-    programs: int = 0
-
-    def clamped(self, m: int | None, n: int | None, k: int | None) -> "MatmulConfig":
-        """The same, with each block no larger than the next power of 2 of a static size (tl.dot needs >= 16)."""
-        def fit(block: int, size: int | None) -> int:
-            return block if size is None else max(16, min(block, _next_power_of_2(size)))
-        return MatmulConfig(fit(self.block_m, m), fit(self.block_n, n), fit(self.block_k, k), self.group_m,
-                            self.num_warps, self.num_stages, self.programs)
-
-
-def literal(value: Any) -> str:
-    """A Python number as Triton source (non-finite floats as float("inf") / float("nan"))."""
-    if isinstance(value, bool):
-        return "True" if value else "False"
-    if isinstance(value, int):
-        return str(value)
-    value = float(value)
-    if math.isnan(value):
-        return 'float("nan")'
-    if math.isinf(value):
-        return 'float("inf")' if value > 0 else '-float("inf")'
-    return repr(value)
 
 
 class TritonRenderer:
@@ -210,22 +170,30 @@ class TritonRenderer:
                  "f32": (MatmulConfig(64, 64, 32, num_warps=4, num_stages=4),
                          MatmulConfig(128, 128, 32, num_warps=8, num_stages=3))}
 
-    unary_ops = frozenset({
-        "neg", "abs", "sign", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmoid", "erf", "sin", "cos",
-        "floor", "ceil", "relu", "silu", "softplus", "softsign", "mish", "gelu", "leaky_relu", "elu", "selu",
-        "hard_sigmoid", "hard_swish", "clip", "not", "bitwise_not", "isnan", "isinf"})
-    binary_ops = frozenset({"add", "sub", "mul", "div", "pow", "max", "min", "bitwise_and", "bitwise_or",
-                            "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor"})
-    ternary_ops = frozenset({"where"})
-    # ops computed from the element's flat index (elementwise template only: lower.py checks)
+    # the primitives of scalar formulas (sdc/dialect/scalar.py) it renders: an op_* method or an INFIX operator
+    primitives = frozenset({
+        "neg", "abs", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "tanh", "erf", "sin", "cos", "floor", "ceil",
+        "not", "bitwise_not", "isnan", "isinf", "add", "sub", "mul", "div", "max", "min", "bitwise_and",
+        "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "where"})
+    # ops computed from the element's flat index (elementwise template only: the lowering checks)
     index_ops = frozenset({"random_uniform"})
 
     @classmethod
     def elementwise_ops(cls) -> frozenset[str]:
-        return cls.unary_ops | cls.binary_ops | cls.ternary_ops | cls.index_ops
+        """The elementwise ops whose formulas its primitives render, and the index ops."""
+        return supported_ops(cls.primitives) | cls.index_ops
 
     def __init__(self) -> None:
         self.helpers: set[str] = set()
+
+    def why_not(self, program: KernelProgram) -> str | None:
+        """Why it cannot render this program, or None: a composite op whose formula, with the node's
+        attributes, needs a primitive it lacks (the lowering has checked the ops themselves)."""
+        for n in program.nodes:
+            missing = missing_primitive(n, self.primitives) if is_composite(n.op) else None
+            if missing is not None:
+                return f"no Triton form for '{missing}' (in 'sdc.{n.op}')"
+        return None
 
     # ------------------------------------------------------------ the whole file
 
@@ -234,7 +202,7 @@ class TritonRenderer:
 
         The first is the plan's own; the others go to the launch's `tune` list, and the launcher
         times them all at the first call of a shape on the device and keeps the fastest
-        (sdc/runtime/triton_launcher.py, cached on disk by source hash, device and shape)."""
+        (sdc/runtime/launch/triton.py, cached on disk by source hash, device and shape)."""
         *batch, m, n, k = program.domain
         width = "f32" if program.args[0].dtype == "f32" else "16"
         sides = [s for s in (m, n) if s is not None]
@@ -254,9 +222,7 @@ class TritonRenderer:
         `tune_min_elements` (static) elements, else only the heuristic's."""
         if program.template == ATTENTION:
             return attention_blocks(program)
-        if program.template == "conv":
-            from sdc.codegen.triton.conv import conv_candidates
-
+        if program.template == CONV:
             candidates = conv_candidates(self, program)
         elif program.template == MATMUL:
             candidates = self.matmul_candidates(program)
@@ -264,7 +230,7 @@ class TritonRenderer:
             return self._elementwise_candidates(program)
         else:
             return self._row_candidates(program)
-        persistent = {} if program.template == "conv" else {"PROGRAMS": 0}  # a matmul constexpr only
+        persistent = {} if program.template == CONV else {"PROGRAMS": 0}  # a matmul constexpr only
         return [{"BLOCK_M": c.block_m, "BLOCK_N": c.block_n, "BLOCK_K": c.block_k, "GROUP_M": c.group_m,
                  **({"PROGRAMS": c.programs} if persistent else {}),
                  "num_warps": c.num_warps, "num_stages": c.num_stages} for c in candidates]
@@ -298,7 +264,7 @@ class TritonRenderer:
                 c["RBLOCK"] = int(default["RBLOCK"] * scale)
                 values = c["RBLOCK"]
             else:
-                c["ROWS"] = min(int(default["ROWS"] * scale), _next_power_of_2(rows))
+                c["ROWS"] = min(int(default["ROWS"] * scale), next_power_of_2(rows))
                 values = c["RBLOCK"] * c["ROWS"]
             c["num_warps"] = min(16, default["num_warps"] * warp_scale)
             if c["RBLOCK"] >= 16 and c.get("ROWS", 1) >= 1 and values <= self.max_row_program and c not in out:
@@ -309,7 +275,7 @@ class TritonRenderer:
         """The constexprs of the kernel: BLOCK and CONTIG (elementwise), RBLOCK, ROWS and whether the
         row loops (row), BLOCK_M/N/K and GROUP_M (matmul), with the launch options num_warps and
         num_stages."""
-        if program.template in (MATMUL, "conv", ATTENTION):
+        if program.template in (MATMUL, CONV, ATTENTION):
             return self.tune_blocks(program)[0]
         if program.template == ELEMENTWISE:
             numel = _static_numel(program.domain[:_iterated(program)])
@@ -319,7 +285,7 @@ class TritonRenderer:
                     block, warps = b, w
                     break
             if numel is not None:
-                block = max(16, min(block, _next_power_of_2(numel)))
+                block = max(16, min(block, next_power_of_2(numel)))
             blocks = {"BLOCK": block, "num_warps": warps}
             maps = [a.map for a in program.args] + [r.map for r, _ in program.results]
             if program.iterated is None and contiguous_offsets(program.domain, maps) is not None:
@@ -327,12 +293,12 @@ class TritonRenderer:
             return blocks
         n = program.domain[-1]
         rows = _static_numel(program.domain[:-1]) if len(program.domain) > 1 else 1
-        if n is not None and _next_power_of_2(n) <= self.max_row_block:
-            rblock = max(16, _next_power_of_2(n))
+        if n is not None and next_power_of_2(n) <= self.max_row_block:
+            rblock = max(16, next_power_of_2(n))
             # short rows: several per program, so that one program still moves a few KB
             per_program = max(1, self.row_elements // rblock)
             if rows is not None:
-                per_program = min(per_program, _next_power_of_2(rows))
+                per_program = min(per_program, next_power_of_2(rows))
             return {"RBLOCK": rblock, "ROWS": per_program, "num_warps": self.row_warps(rblock * per_program)}
         return {"RBLOCK": self.loop_row_block, "ROWS": 1, "looped": 1,
                 "num_warps": self.row_warps(self.loop_row_block)}
@@ -341,16 +307,14 @@ class TritonRenderer:
         """Warps for a row block of `elements` values: enough that each thread holds at most
         `row_values_per_thread` of every row value in registers (4 when that is fewer)."""
         warps = max(4, elements // (32 * self.row_values_per_thread))
-        return min(16, _next_power_of_2(warps))
+        return min(16, next_power_of_2(warps))
 
     def grid(self, program: KernelProgram, blocks: dict[str, int]) -> list[str]:
         """The launch grid as dim expressions over the domain sizes d0, d1, ... (sdc.dialect.symexpr)."""
         dims = [f"d{i}" for i in range(len(program.domain))]
         if program.template == ATTENTION:
             return attention_grid(program, blocks)
-        if program.template == "conv":
-            from sdc.codegen.triton.conv import conv_grid
-
+        if program.template == CONV:
             return conv_grid(blocks)
         if program.template == MATMUL:
             if blocks.get("PROGRAMS"):  # persistent: a fixed number of programs loop over the tiles
@@ -368,10 +332,8 @@ class TritonRenderer:
     def render(self, program: KernelProgram, entry: str, blocks: dict[str, int]) -> str:
         self.helpers = set()
         self.globals: list[str] = []
-        if program.template == "conv":
-            from sdc.codegen.triton.conv import render_conv
         body = (render_attention(self, program) if program.template == ATTENTION
-                else render_conv(self, program) if program.template == "conv"
+                else render_conv(self, program) if program.template == CONV
                 else self._matmul(program) if program.template == MATMUL
                 else self._elementwise(program) if program.template == ELEMENTWISE
                 else self._row(program, looped=bool(blocks.get("looped"))))
@@ -418,7 +380,7 @@ class TritonRenderer:
         tensors = [("a", i, a.map) for i, a in enumerate(p.args)] + \
                   [("o", i, r.map) for i, (r, _) in enumerate(p.results)]
         fast = contiguous_offsets(p.domain, [m for _, _, m in tensors]) if p.iterated is None else None
-        general = _decompose("idx", rank) + [
+        general = decompose("idx", rank) + [
             f"off_{prefix}{i} = "
             f"{' + '.join(f'i{d} * {prefix}{i}_s{d}' for d in m if d is not None and d < rank) or 'idx * 0'}"
             for prefix, i, m in tensors]
@@ -460,7 +422,7 @@ class TritonRenderer:
         lines = [f"pid = tl.program_id(0){self.index_type(p)}",
                  "row = pid * ROWS + tl.arange(0, ROWS)[:, None]",
                  f"rmask = row < {' * '.join(f'd{d}' for d in range(last)) or '1'}"]
-        lines += _decompose("row", rank - 1)
+        lines += decompose("row", rank - 1)
         lines.append(f"N = d{last}")
         nodes = {n.id: n for n in p.nodes}
         names = {n.id: f"x{n.id}" for n in p.nodes}
@@ -570,7 +532,7 @@ class TritonRenderer:
         lines = ["tile = job % (tiles_m * tiles_n)"]
         if nb:
             lines.append("batch = job // (tiles_m * tiles_n)")
-            lines += _decompose("batch", nb)
+            lines += decompose("batch", nb)
         lines += ["# grouped ordering: GROUP_M row tiles in turn read the same columns of B while they are in L2",
                   "width = GROUP_M * tiles_n",
                   "first_m = (tile // width) * GROUP_M",
@@ -687,6 +649,8 @@ class TritonRenderer:
     # ------------------------------------------------------------ one method per primitive op
 
     def node(self, n: Node, args: list[str]) -> str:
+        if is_composite(n.op):  # its op's scalar formula, each primitive by the methods below
+            return inline(n, args, self.node)
         if n.op in INFIX:  # the ops that are one Python operator
             x, y = args
             return f"({x} {INFIX[n.op]} {y})"
@@ -721,10 +685,6 @@ class TritonRenderer:
     def op_abs(self, n, x):
         return f"tl.abs({x})"
 
-    def op_sign(self, n, x):
-        one, zero = ("1.0", "0.0") if _is_float(n) else ("1", "0")
-        return f"tl.where({x} > 0, {one}, tl.where({x} < 0, -{one}, {zero}))"
-
     def op_exp(self, n, x):
         return f"tl.exp({x})"
 
@@ -737,15 +697,15 @@ class TritonRenderer:
     def op_rsqrt(self, n, x):
         return f"tl.rsqrt({x})"
 
-    def op_reciprocal(self, n, x):
-        return f"(1.0 / {x})"
-
     def op_tanh(self, n, x):
         self.helpers.add("_tanh")
         return f"_tanh({x})"
 
-    def op_sigmoid(self, n, x):
-        return f"(1.0 / (1.0 + tl.exp(-{x})))"  # not tl.sigmoid: see _reduce
+    def op_expm1(self, n, x):
+        return f"(tl.exp({x}) - 1.0)"
+
+    def op_log1p(self, n, x):
+        return f"tl.log(1.0 + {x})"
 
     def op_erf(self, n, x):
         return f"tl.erf({x})"
@@ -761,55 +721,6 @@ class TritonRenderer:
 
     def op_ceil(self, n, x):
         return f"tl.ceil({x})"
-
-    def op_relu(self, n, x):
-        return f"tl.where({x} < 0, {'0.0' if _is_float(n) else '0'}, {x})"  # NaN stays NaN, as in torch
-
-    def op_silu(self, n, x):
-        return f"({x} / (1.0 + tl.exp(-{x})))"
-
-    def op_softplus(self, n, x):
-        self.helpers.add("_softplus")
-        return f"_softplus({x})"
-
-    def op_softsign(self, n, x):
-        return f"({x} / (1.0 + tl.abs({x})))"
-
-    def op_mish(self, n, x):
-        self.helpers.update(("_tanh", "_softplus"))
-        return f"({x} * _tanh(_softplus({x})))"
-
-    def op_gelu(self, n, x):
-        if n.attrs.get("approximate") == "tanh":
-            self.helpers.add("_tanh")
-            return f"(0.5 * {x} * (1.0 + _tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x}))))"
-        return f"(0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476)))"
-
-    def op_leaky_relu(self, n, x):
-        return f"tl.where({x} > 0, {x}, {literal(n.attrs['alpha'])} * {x})"
-
-    def op_elu(self, n, x):
-        return f"tl.where({x} > 0, {x}, {literal(n.attrs['alpha'])} * (tl.exp({x}) - 1.0))"
-
-    def op_selu(self, n, x):
-        a, g = literal(n.attrs["alpha"]), literal(n.attrs["gamma"])
-        return f"({g} * tl.where({x} > 0, {x}, {a} * (tl.exp({x}) - 1.0)))"
-
-    def op_hard_sigmoid(self, n, x):
-        a, b = literal(n.attrs["alpha"]), literal(n.attrs["beta"])
-        return f"tl.minimum(tl.maximum({a} * {x} + {b}, 0.0), 1.0)"
-
-    def op_hard_swish(self, n, x):
-        return f"({x} * tl.minimum(tl.maximum({x} / 6.0 + 0.5, 0.0), 1.0))"
-
-    def op_clip(self, n, x):
-        lo, hi = float(n.attrs["min"]), float(n.attrs["max"])
-        out = x
-        if not math.isinf(lo):
-            out = f"tl.maximum({out}, {literal(lo)})"
-        if not math.isinf(hi):
-            out = f"tl.minimum({out}, {literal(hi)})"
-        return out
 
     def op_not(self, n, x):
         return f"({x} == 0)"
@@ -835,11 +746,6 @@ class TritonRenderer:
     def op_div(self, n, x, y):
         return f"({x} / {y})"
 
-    def op_pow(self, n, x):
-        e = float(n.attrs["exponent"])
-        return {0.5: f"tl.sqrt({x})", 1.0: x, 2.0: f"({x} * {x})", 3.0: f"({x} * {x} * {x})",
-                -1.0: f"(1.0 / {x})"}[e]
-
     def op_max(self, n, x, y):
         return f"tl.maximum({x}, {y})"
 
@@ -850,7 +756,7 @@ class TritonRenderer:
         return f"tl.where({c}, {x}, {y})"
 
     def op_random_uniform(self, n, seed, offset):
-        """Philox of (seed, offset + i) for the flat index `idx` of the elementwise template (lower.py
+        """Philox of (seed, offset + i) for the flat index `idx` of the elementwise template (the lowering
         admits the op only where the value's flat index is the domain's), rounded to the result type
         as the reference casts its f32 draws."""
         self.helpers.add("_philox_uniform")
@@ -867,22 +773,6 @@ INFIX = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "and": "&", 
          "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _ELEMENT_COMBINE = {"max": "maximum", "min": "minimum"}
 LAUNCH_OPTIONS = ("looped", "num_warps", "num_stages")  # plan_blocks keys that are not constexprs of the signature
-
-
-def _is_float(n: Node) -> bool:
-    return n.dtype in ("f16", "bf16", "f32", "f64")
-
-
-def _decompose(flat: str, rank: int) -> list[str]:
-    """`i0 .. i{rank-1}`: the row-major index of `flat` over the sizes d0 .. d{rank-1}."""
-    if rank == 0:
-        return []
-    if rank == 1:
-        return [f"i0 = {flat}"]
-    lines = [f"rem = {flat}"]
-    for d in range(rank - 1, 0, -1):
-        lines += [f"i{d} = rem % d{d}", f"rem = rem // d{d}"]
-    return lines + ["i0 = rem"]
 
 
 def contiguous_offsets(domain, maps) -> list[str] | None:
@@ -924,7 +814,7 @@ def _stages(nodes: list[Node]) -> dict[int, int]:
 
 
 def _iterated(program: KernelProgram) -> int:
-    """The domain dims an elementwise kernel's flat index runs over (lower.py: `KernelProgram.iterated`)."""
+    """The domain dims an elementwise kernel's flat index runs over (`KernelProgram.iterated`)."""
     return len(program.domain) if program.iterated is None else program.iterated
 
 
@@ -932,7 +822,3 @@ def _static_numel(domain) -> int | None:
     if any(d is None for d in domain):
         return None
     return math.prod(domain)
-
-
-def _next_power_of_2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()

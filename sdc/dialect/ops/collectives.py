@@ -10,6 +10,7 @@ is the identity.
 
 from __future__ import annotations
 
+from sdc.dialect.hooks import OpKind, Precision
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import NUMERIC, check_dtype
 from sdc.dialect.shapes import ShapeContext, TensorSpec
@@ -118,7 +119,7 @@ def _recv_rule(ctx, ins, attrs):
 
 
 register(OpDef(
-    name="all_reduce", family="collective",
+    name="all_reduce", kind=OpKind.COLLECTIVE,
     summary="reduce across the group; every device gets the result",
     doc="Elementwise `reduction` of the operand over the devices of `mesh_axes`; each device gets the full result.",
     operands=("operand",), attrs={"mesh_axes": _AXES, "reduction": _REDUCTION},
@@ -129,7 +130,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="all_gather", family="collective",
+    name="all_gather", kind=OpKind.COLLECTIVE,
     summary="concatenate every device's operand along an axis",
     doc="Concatenates the operands of the group's devices, in group rank order, along `axis`; all get the result.",
     operands=("operand",), attrs={"mesh_axes": _AXES, "axis": attr("int", doc="the gathered dim")},
@@ -139,7 +140,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="reduce_scatter", family="collective",
+    name="reduce_scatter", kind=OpKind.COLLECTIVE,
     summary="reduce across the group, each device keeping one slice",
     doc="Reduces the operands elementwise, then device i keeps the i-th of n equal slices along `axis`.",
     operands=("operand",),
@@ -151,7 +152,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="all_to_all", family="collective",
+    name="all_to_all", kind=OpKind.COLLECTIVE,
     summary="exchange slices: split one axis across the group, concatenate another",
     doc=("Each device splits its operand into n slices along `split_axis`, sends slice j to device j, and "
          "concatenates what it receives along `concat_axis`."),
@@ -165,7 +166,8 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="all_slice", family="collective",
+    name="all_slice", kind=OpKind.COLLECTIVE,
+    folds=True,  # a local slice of its operand: no communication
     summary="keep this device's slice of a tensor every device holds whole",
     doc=("The operand is the same on every device of the group; device i keeps the i-th of n equal slices "
          "along `axis`. Nothing is sent: it is how a replicated value becomes a split one (the inverse of "
@@ -177,7 +179,7 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="broadcast_from", family="collective",
+    name="broadcast_from", kind=OpKind.COLLECTIVE,
     summary="copy one device's operand to the whole group",
     doc="Every device of the group gets the operand of group rank `root`.",
     operands=("operand",), attrs={"mesh_axes": _AXES, "root": attr("int", 0, "group rank of the source")},
@@ -187,7 +189,8 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="send", family="collective",
+    name="send", kind=OpKind.COLLECTIVE,
+    precision=Precision.KEEP,  # a recv's declared type must match what its peer sends
     summary="send a tensor to the device `peer` steps along a mesh axis",
     doc=("Point-to-point: sends the operand to the device whose position along `mesh_axes` is this device's "
          "plus `peer` (modulo the axis size). Pairs with an `sdc.recv` there. No result."),
@@ -207,7 +210,8 @@ def _recv_ref(env, a, *ignored):
 
 
 register(OpDef(
-    name="recv", family="collective",
+    name="recv", kind=OpKind.COLLECTIVE,
+    precision=Precision.KEEP,
     summary="receive a tensor from the device `peer` steps back along a mesh axis",
     doc=("Point-to-point: receives what the device `peer` steps before this one along `mesh_axes` sent "
          "with `sdc.send`. The result type is declared."),

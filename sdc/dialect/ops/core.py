@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sdc import dtypes
+from sdc.dialect import derivatives
+from sdc.dialect.hooks import ELEMENTWISE_LAYOUT, FusionClass, OpKind, Precision, ShardingRule
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec
 from sdc.lazy import lazy_import
@@ -26,7 +28,8 @@ def _constant_ref(env, a):
 
 
 register(OpDef(
-    name="constant", family="values",
+    name="constant", kind=OpKind.VALUES,
+    weight=True, sharding=ShardingRule("generator"),
     summary="a tensor literal",
     doc=("A small tensor literal held in the IR as a dense elements attribute. Weights do not go here: "
          "they are `sdc.parameter`s, referenced by name."),
@@ -45,7 +48,8 @@ def _parameter_ref(env, a):
 
 
 register(OpDef(
-    name="parameter", family="values",
+    name="parameter", kind=OpKind.VALUES,
+    weight=True, sharding=ShardingRule("generator"),
     summary="a named weight, stored outside the IR",
     doc=("A model weight, referenced by `name`; its value lives in the artifact's weights (or the "
          "interpreter's `params`), never in the IR text. The result type is declared, not inferred."),
@@ -70,7 +74,9 @@ def _cast_ref(env, a, x):
 
 
 register(OpDef(
-    name="cast", family="values",
+    name="cast", kind=OpKind.VALUES, vjp=derivatives.cast_vjp,
+    precision=Precision.KEEP, fusion=FusionClass.ELEMENTWISE, layout=ELEMENTWISE_LAYOUT,
+    sharding=ShardingRule("conversion"), flash_score=True,
     summary="convert the element type",
     doc=("Converts each element to `dtype`. Float to integer truncates toward zero; anything to i1 "
          "tests for non-zero; the shape is unchanged."),
@@ -88,7 +94,8 @@ def _layout_cast_rule(ctx: ShapeContext, ins, attrs):
 
 
 register(OpDef(
-    name="layout_cast", family="layout",
+    name="layout_cast", kind=OpKind.LAYOUT, vjp=derivatives.layout_cast_vjp,
+    sharding=ShardingRule("identity"),
     summary="change a tensor's physical layout, keeping its logical value",
     doc=("Returns the same logical tensor stored in the physical dimension order `layout` (a permutation: "
          "`layout[i]` is the logical dim stored at physical position i; NCHW -> NHWC is [0, 2, 3, 1]). "
@@ -126,7 +133,8 @@ def _iota_ref(env, a):
 
 
 register(OpDef(
-    name="iota", family="values",
+    name="iota", kind=OpKind.VALUES,
+    sharding=ShardingRule("generator"),
     summary="0, 1, 2, ... along one dimension",
     doc=("A tensor of `shape` whose elements count 0, 1, 2, ... along `dimension` and repeat along the "
          "others. `arange(start, limit, delta)` is an iota times delta plus start."),
@@ -156,7 +164,8 @@ def _dim_values_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> l
 
 
 register(OpDef(
-    name="dim_values", family="values",
+    name="dim_values", kind=OpKind.VALUES,
+    sharding=ShardingRule("generator"),
     summary="a 1-D i64 tensor of dims, some symbolic",
     doc=("The values of `dims` at run time: ints as they are, symbol names and dim expressions (`B*S`) "
          "evaluated from the entry inputs' shapes. What a model's run-time shape arithmetic folds to."),

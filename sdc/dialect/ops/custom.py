@@ -13,6 +13,7 @@ from sdc import dtypes
 from sdc.dialect import custom_registry
 from sdc.diagnostics import SdcError
 from sdc.dialect.derivatives import RuleError
+from sdc.dialect.hooks import OpKind
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import ShapeContext, ShapeError, TensorSpec
 from sdc.lazy import lazy_import
@@ -82,7 +83,7 @@ def _custom_vjp(b, ins, outs, attrs, cts):
 
 
 register(OpDef(
-    name=CUSTOM, family="custom",
+    name=CUSTOM, kind=OpKind.CUSTOM,
     summary="a user-registered op (sdc.custom_op)",
     doc=("Runs the op registered under `name` with `sdc.custom_op` (see docs/custom-ops.md): its shape rule "
          "gives the result types and its reference computes the values, both looked up by name in the running "

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sdc import dtypes
+from sdc.dialect import derivatives
+from sdc.dialect.hooks import OpKind, Precision, ShardingRule, uniform
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.core import shape_attr_dims
 from sdc.dialect.ops.elementwise import FLOAT, INT, NUMERIC, check_dtype
@@ -105,7 +107,7 @@ def _gather_elements_ref(env, a, data, indices):
 
 
 register(OpDef(
-    name="gather_elements", family="indexing",
+    name="gather_elements", kind=OpKind.INDEXING, vjp=derivatives.gather_elements_vjp,
     summary="take one element per index along an axis",
     doc=("`result[i0, ..., ik, ...] = data[i0, ..., indices[i0, ..., ik, ...], ...]` with the index replacing "
          "dim `axis` (numpy `take_along_axis`, torch `gather`). `indices` has data's rank, and the result "
@@ -156,7 +158,7 @@ def _gather_nd_ref(env, a, data, indices):
 
 
 register(OpDef(
-    name="gather_nd", family="indexing",
+    name="gather_nd", kind=OpKind.INDEXING, vjp=derivatives.gather_nd_vjp,
     summary="take slices addressed by index tuples",
     doc=("The last dim of `indices` holds k-tuples that address data's dims `batch_dims .. batch_dims+k-1`; "
          "each tuple takes the slice of the remaining dims. The leading `batch_dims` dims of data and indices "
@@ -204,7 +206,8 @@ def _scatter_elements_ref(env, a, data, indices, updates):
 
 
 register(OpDef(
-    name="scatter_elements", family="indexing",
+    name="scatter_elements", kind=OpKind.INDEXING, vjp=derivatives.scatter_elements_vjp,
+    precision=Precision.KEEP,  # it may accumulate (reduction = add)
     summary="write (or combine) updates at one index per element along an axis",
     doc=("A copy of `data` where `updates[i0, ..., ik, ...]` goes to `[i0, ..., indices[i0, ..., ik, ...], ...]` "
          "(dim `axis` replaced by the index; torch `scatter`). With `reduction` `add`, `mul`, `max` or `min` "
@@ -263,7 +266,8 @@ def _scatter_nd_ref(env, a, data, indices, updates):
 
 
 register(OpDef(
-    name="scatter_nd", family="indexing",
+    name="scatter_nd", kind=OpKind.INDEXING, vjp=derivatives.scatter_nd_vjp,
+    precision=Precision.KEEP,  # it may accumulate (reduction = add)
     summary="write (or combine) slices at index tuples",
     doc=("A copy of `data` where each k-tuple in the last dim of `indices` addresses a slice of data (its "
          "first k dims) that takes the matching slice of `updates`, whose shape is indices' dims but the last "
@@ -314,9 +318,10 @@ _SCAN_ATTRS = {
     "reverse": attr("bool", False, "scan from the last element toward the first"),
 }
 
-for _name, _identity, _sem in (("cumsum", 0, "sum"), ("cumprod", 1, "product")):
+for _name, _identity, _sem, _vjp in (("cumsum", 0, "sum", derivatives.cumsum_vjp),
+                                    ("cumprod", 1, "product", derivatives.cumprod_vjp)):
     register(OpDef(
-        name=_name, family="scan",
+        name=_name, kind=OpKind.SCAN, vjp=_vjp, accumulates=True, sharding=ShardingRule("blocked_axis", axis="axis"),
         summary=f"running {_sem} along an axis",
         doc=(f"Element i along `axis` is the {_sem} of elements 0..i (`exclusive`: 0..i-1, the first being "
              f"{_identity}); `reverse` runs from the end instead (i..n-1). Integers wrap around; the result "
@@ -352,7 +357,8 @@ def _topk_ref(env, a, x):
 
 
 register(OpDef(
-    name="topk", family="sorting",
+    name="topk", kind=OpKind.SORTING, vjp=derivatives.topk_vjp,
+    sharding=ShardingRule("blocked_axis", axis="axis"),
     summary="the k largest (or smallest) elements along an axis, with their indices",
     doc=("`values` holds the `k` largest elements along `axis` (the smallest with `largest = false`) in "
          "descending (ascending) order, `indices` their i64 positions; equal values keep index order. "
@@ -548,7 +554,8 @@ def _resize_ref(env, a, x):
 
 
 register(OpDef(
-    name="resize", family="resampling",
+    name="resize", kind=OpKind.RESAMPLING,
+    layout=uniform("resizing follows the resized dims wherever they lie"),
     summary="resample along some axes by nearest, linear or cubic interpolation",
     doc=("Resizes each dim in `axes` (in that order) to the length in `sizes` (ints or dim expressions), "
          "as ONNX Resize: output position i samples input coordinate `x(i)` given by "
@@ -670,7 +677,7 @@ def _grid_sample_ref(env, a, x, grid):
 
 
 register(OpDef(
-    name="grid_sample", family="resampling",
+    name="grid_sample", kind=OpKind.RESAMPLING,
     summary="sample the input at normalized grid coordinates",
     doc=("For each point of `grid` ([N, out spatial..., n]; the last dim lists coordinates fastest dim "
          "first, (x, y[, z])), samples the input's n spatial dims at that location, normalized to [-1, 1] "
@@ -732,7 +739,7 @@ def _dft_ref(env, a, x):
 
 
 register(OpDef(
-    name="dft", family="signal",
+    name="dft", kind=OpKind.SIGNAL,
     summary="discrete Fourier transform along an axis",
     doc=("Complex numbers are pairs in the last dim (size 2: real, imaginary; size 1: real input). The "
          "transform of length `length` runs along `axis` (zero-padded or truncated to it): "
@@ -763,7 +770,8 @@ def _bitcast_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list
 
 
 register(OpDef(
-    name="bitcast", family="values",
+    name="bitcast", kind=OpKind.VALUES,
+    precision=Precision.KEEP, differentiable=False,
     summary="reinterpret each element's bits as another type of the same width",
     doc=("Each element's bytes, read as `dtype` (same width; i1 is one byte holding 0 or 1). The shape is "
          "unchanged; no value conversion happens (that is `sdc.cast`)."),
@@ -836,7 +844,7 @@ def _col2im_ref(env, a, x):
 
 
 register(OpDef(
-    name="col2im", family="resampling",
+    name="col2im", kind=OpKind.RESAMPLING,
     summary="sum sliding blocks back into an image (the inverse layout of im2col)",
     doc=("The input [N, C * prod(block_shape), L] holds, per channel and offset inside the block, the values "
          "of L blocks that slide over the padded image with `strides` and `dilations`; each value is added "
@@ -938,7 +946,7 @@ def _roi_align_ref(env, a, x, rois, batch_indices):
 
 
 register(OpDef(
-    name="roi_align", family="resampling",
+    name="roi_align", kind=OpKind.RESAMPLING,
     summary="pool each region of interest to a fixed size by bilinear sampling",
     doc=("For box r of `rois` ([R, 4]: x1, y1, x2, y2 in input pixels times `spatial_scale`) on image "
          "`batch_indices[r]`, splits the box into output_height x output_width bins, samples each bin on a "
@@ -980,7 +988,7 @@ def _det_ref(env, a, x):
 
 
 register(OpDef(
-    name="det", family="linear algebra",
+    name="det", kind=OpKind.LINEAR_ALGEBRA,
     summary="determinant of square matrices",
     doc="The determinant of each [M, M] matrix in the trailing two dims; leading dims are batch dims.",
     operands=("operand",), shape=_det_rule, ref=_det_ref,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from sdc.dialect import derivatives
+from sdc.dialect.hooks import (FusionClass, OpKind, Precision, ShardingRule, conv_cost, conv_weight_grad_cost,
+                               per_operand_element)
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import NUMERIC, FLOAT, check_dtype
 from sdc.dialect.shapes import ShapeContext, TensorSpec, is_static, window_out  # noqa: F401 (window_out: public here too)
@@ -53,7 +56,8 @@ def _matmul_ref(env, a, x, y):
 
 
 register(OpDef(
-    name="matmul", family="contraction",
+    name="matmul", kind=OpKind.CONTRACTION, vjp=derivatives.matmul_vjp,
+    sharding=ShardingRule("contraction"),
     summary="matrix product with batch broadcasting and optional transposes",
     doc=("numpy `matmul`: contracts the last dim of `lhs` with the second-to-last of `rhs` (the only dim "
          "of a 1-D operand), broadcasting leading batch dims, so it is also the batch matmul. "
@@ -173,7 +177,8 @@ _WINDOW_ATTRS = {
 }
 
 register(OpDef(
-    name="conv", family="convolution",
+    name="conv", kind=OpKind.CONVOLUTION, vjp=derivatives.conv_vjp,
+    cost=conv_cost, sharding=ShardingRule("convolution"),
     summary="N-d convolution with groups, strides, dilations and asymmetric pads",
     doc=("Cross-correlation of `input` [N, C, D1..Dn] with `weight` [O, C/groups, K1..Kn] giving "
          "[N, O, E1..En], Ei = floor((Di + pad_begin_i + pad_end_i - dilation_i*(Ki-1) - 1)/stride_i) + 1. "
@@ -226,7 +231,8 @@ def _conv_weight_grad_ref(env, a, x, g):
 
 
 register(OpDef(
-    name="conv_weight_grad", family="convolution",
+    name="conv_weight_grad", kind=OpKind.CONVOLUTION, vjp=derivatives.conv_weight_grad_vjp,
+    cost=conv_weight_grad_cost, sharding=ShardingRule("convolution_weight_grad"),
     summary="the gradient of sdc.conv with respect to its weight",
     doc=("For `y = sdc.conv(input, w)` with `w` [O, C/groups, K1..Kn] and a cotangent `grad` of `y`'s shape "
          "[N, O, E1..En], the cotangent of `w`: dw[o, c, k] = sum over n, e of grad[n, o, e] * "
@@ -332,7 +338,8 @@ _POOL_ATTRS = {
 }
 
 register(OpDef(
-    name="max_pool", family="pooling",
+    name="max_pool", kind=OpKind.POOLING, vjp=derivatives.max_pool_vjp,
+    sharding=ShardingRule("window"),
     summary="N-d max pooling",
     doc=("Maximum over each window of `input` [N, C, D1..Dn]; padding never wins (it is -inf). "
          "Output dims follow the convolution formula, rounded up with `ceil_mode`."),
@@ -343,7 +350,8 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="avg_pool", family="pooling",
+    name="avg_pool", kind=OpKind.POOLING, vjp=derivatives.avg_pool_vjp,
+    precision=Precision.KEEP, accumulates=True, sharding=ShardingRule("window", "unary"),
     summary="N-d average pooling",
     doc=("Mean over each window of `input` [N, C, D1..Dn]. With `count_include_pad` the explicit pads count "
          "in the divisor; the extra cells `ceil_mode` adds never do."),
@@ -364,12 +372,16 @@ def _global_pool_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> 
     return [TensorSpec((x.shape[0], x.shape[1]) + (1,) * (x.rank - 2), x.dtype)]
 
 
-for _name, _fn, _sem in (
-    ("global_avg_pool", lambda env, a, x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True), "mean"),
-    ("global_max_pool", lambda env, a, x: x.amax(dim=tuple(range(2, x.dim())), keepdim=True), "maximum"),
+for _name, _fn, _sem, _vjp in (
+    ("global_avg_pool", lambda env, a, x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True), "mean",
+     derivatives.global_avg_pool_vjp),
+    ("global_max_pool", lambda env, a, x: x.amax(dim=tuple(range(2, x.dim())), keepdim=True), "maximum",
+     derivatives.global_max_pool_vjp),
 ):
     register(OpDef(
-        name=_name, family="pooling",
+        name=_name, kind=OpKind.POOLING, vjp=_vjp, fusion=FusionClass.REDUCTION, cost=per_operand_element(),
+        **({"precision": Precision.KEEP, "accumulates": True, "sharding": ShardingRule("window", "unary")}
+           if _name == "global_avg_pool" else {"sharding": ShardingRule("window")}),
         summary=f"{_sem} over all spatial dims",
         doc=f"The {_sem} of `input` [N, C, D1..Dn] over D1..Dn, giving [N, C, 1, .., 1].",
         operands=("input",), shape=_global_pool_rule, ref=_fn,

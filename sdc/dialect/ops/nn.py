@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sdc.dialect import derivatives
+from sdc.dialect.hooks import OpKind, Precision, ShardingRule
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import FLOAT, check_dtype
 from sdc.dialect.ops.linalg import _WINDOW_ATTRS, _spatial_attr, _window_dims, check_conv_operands, window_attrs
@@ -81,7 +83,7 @@ def _linear_attention_ref(env, a, q, k, v, state, decay, beta):
 
 
 register(OpDef(
-    name="linear_attention", family="attention",
+    name="linear_attention", kind=OpKind.ATTENTION,
     summary="the linear-attention recurrence (linear, gated, delta and gated-delta rules)",
     doc=("Runs, for t = 0..T-1, the recurrent state update of linear attention on a state S "
          "[B, Hkv, Dk, Dv]: `S = exp(decay_t) * S`; with `delta`, `v_t = beta_t * (v_t - S^T k_t)`; "
@@ -148,7 +150,8 @@ def _conv_transpose_ref(env, a, x, w):
 
 
 register(OpDef(
-    name="conv_transpose", family="convolution",
+    name="conv_transpose", kind=OpKind.CONVOLUTION, vjp=derivatives.conv_transpose_vjp,
+    sharding=ShardingRule("transposed_convolution"),
     summary="N-d transposed convolution (the gradient of conv with respect to its input)",
     doc=("Scatters each element of `input` [N, C, D1..Dn] times `weight` [C, O/groups, K1..Kn] into the result "
          "[N, O, E1..En] at stride `strides` with kernel taps `dilations` apart, then crops `pads` (begins, "
@@ -235,7 +238,8 @@ def _deform_conv_ref(env, a, x, w, offset, mask):
 
 
 register(OpDef(
-    name="deform_conv", family="convolution",
+    name="deform_conv", kind=OpKind.CONVOLUTION,
+    precision=Precision.KEEP,  # its offsets are coordinates
     summary="2-D deformable convolution (sampling positions moved by learned offsets)",
     doc=("Like `sdc.conv` on `input` [N, C, H, W] with `weight` [O, C/groups, kH, kW], but kernel tap k of "
          "output position p samples the input at its regular position plus (offset[n, 2*(g*kH*kW + k)], "
@@ -298,7 +302,8 @@ def _negative_power(s: torch.Tensor, beta: float) -> torch.Tensor:
 
 
 register(OpDef(
-    name="lrn", family="normalization",
+    name="lrn", kind=OpKind.NORMALIZATION,
+    sharding=ShardingRule("blocked_axis", axis=1),
     summary="local response normalization across channels",
     doc=("`x / (bias + alpha / size * sum(x^2 over a window of `size` channels))^beta`, the window "
          "centred on each channel ((size-1)//2 before, the rest after), as in AlexNet."),

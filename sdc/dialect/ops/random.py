@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sdc import dtypes
+from sdc.dialect.hooks import FusionClass, OpKind, Recompute
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.core import shape_attr_dims
 from sdc.dialect.shapes import ShapeContext, TensorSpec
@@ -78,7 +79,10 @@ def _random_uniform_ref(env, a, seed, offset):
 
 
 register(OpDef(
-    name="random_uniform", family="values",
+    name="random_uniform", kind=OpKind.VALUES,
+    fusion=FusionClass.ELEMENTWISE,  # a pure function of the index
+    recompute=Recompute.NEVER,  # deterministic, yet a mask is cheaper kept than redrawn
+    differentiable=False,  # integer operands (seed, offset)
     summary="uniform random numbers in [0, 1) from a seed and a counter offset",
     doc=("Element i (row-major) is `philox_uniform(seed, offset + i)`: Philox-4x32-10 keyed by the 64-bit "
          "`seed` on the counter `offset + i` (low word, high word, 0, 0), its first word mapped to [0, 1) "

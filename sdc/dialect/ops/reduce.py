@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sdc.dialect import derivatives
+from sdc.dialect.hooks import (TRANSCENDENTAL, FusionClass, OpKind, Precision, ShardingRule, per_operand_element,
+                               per_result_element)
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import ANY, FLOAT, NUMERIC, check_dtype
 from sdc.dialect.shapes import ShapeContext, TensorSpec
@@ -99,9 +102,20 @@ _REDUCE_ATTRS = {
     "keepdims": attr("bool", False, "keep reduced dims with size 1"),
 }
 
+# Sums keep f32 (and so does the elementwise chain feeding them); only a sum's partial sums add up.
+_REDUCE_HOOKS = {
+    "reduce_sum": {"precision": Precision.KEEP, "accumulates": True, "sharding": ShardingRule("reduction", "unary"),
+                   "vjp": derivatives.reduce_sum_vjp},
+    "reduce_mean": {"precision": Precision.KEEP, "accumulates": True, "vjp": derivatives.reduce_mean_vjp},
+    "reduce_prod": {"precision": Precision.KEEP, "accumulates": True, "vjp": derivatives.reduce_prod_vjp},
+    "reduce_max": {"vjp": derivatives.reduce_extreme_vjp},
+    "reduce_min": {"vjp": derivatives.reduce_extreme_vjp},
+}
+
 for _name, (_fn, _sem, _empty, _cat) in REDUCTIONS.items():
     register(OpDef(
-        name=_name, family="reduction",
+        name=_name, kind=OpKind.REDUCTION,
+        **{"sharding": ShardingRule("reduction"), **_REDUCE_HOOKS.get(_name, {})},
         summary=f"{_sem} over axes",
         doc=f"The {_sem} of `operand` over `axes` (all dims when empty), dropping them unless `keepdims`.",
         operands=("operand",), attrs=_REDUCE_ATTRS, shape=_reduce_rule(_cat), ref=_reduce_with(_fn, _empty),
@@ -131,7 +145,7 @@ def _arg_ref(largest: bool):
 
 for _name, _largest in (("argmax", True), ("argmin", False)):
     register(OpDef(
-        name=_name, family="reduction",
+        name=_name, kind=OpKind.REDUCTION, sharding=ShardingRule("arg_reduction"), differentiable=False,
         summary=f"index of the {'largest' if _largest else 'smallest'} element along an axis",
         doc=(f"The i64 index of the {'largest' if _largest else 'smallest'} element along `axis`; ties go to "
              "the first index, or the last with `select_last_index`."),
@@ -159,9 +173,12 @@ def _softmax_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list
     return [ins[0]]
 
 
-for _name, _sem in (("softmax", "exp(x) / sum(exp(x))"), ("log_softmax", "x - log(sum(exp(x)))")):
+for _name, _sem, _vjp in (("softmax", "exp(x) / sum(exp(x))", derivatives.softmax_vjp),
+                          ("log_softmax", "x - log(sum(exp(x)))", derivatives.log_softmax_vjp)):
     register(OpDef(
-        name=_name, family="normalization",
+        name=_name, kind=OpKind.NORMALIZATION, vjp=_vjp,
+        fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL),
+        sharding=ShardingRule("blocked_axis", axis="axis"),
         summary=f"{_sem} along an axis",
         doc=f"`{_sem}` along `axis`, computed stably (the maximum is subtracted first).",
         operands=("operand",), attrs={"axis": attr("int", -1, "the normalized dim")},
@@ -201,13 +218,20 @@ def _rms_norm_ref(env, a, x, scale):
     return (xf * rms).to(x.dtype) * scale
 
 
+def _trailing_axes(rank: int, attrs: dict) -> tuple[int, ...]:
+    """A layer/rms norm reduces dim `axis` and every later one."""
+    return tuple(range(attrs["axis"] % rank, rank)) if rank else ()
+
+
 _NORM_ATTRS = {
     "axis": attr("int", -1, "first normalized dim; normalization runs over it and every later dim"),
     "epsilon": attr("float", 1e-5, "added to the variance"),
 }
 
 register(OpDef(
-    name="layer_norm", family="normalization",
+    name="layer_norm", kind=OpKind.NORMALIZATION, vjp=derivatives.layer_norm_vjp,
+    fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL), reduced_axes=_trailing_axes,
+    sharding=ShardingRule("normalization"),
     summary="layer normalization over the trailing dims",
     doc="`(x - mean) / sqrt(var + epsilon) * scale + bias`, statistics over dims `axis`..end.",
     operands=("input", "scale", "bias"), attrs=_NORM_ATTRS,
@@ -217,7 +241,9 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="rms_norm", family="normalization",
+    name="rms_norm", kind=OpKind.NORMALIZATION, vjp=derivatives.rms_norm_vjp,
+    fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL), reduced_axes=_trailing_axes,
+    sharding=ShardingRule("normalization"),
     summary="root-mean-square normalization over the trailing dims",
     doc="`x / sqrt(mean(x^2) + epsilon) * scale`, the mean over dims `axis`..end (f16/bf16 accumulate in f32).",
     operands=("input", "scale"), attrs=_NORM_ATTRS,
@@ -242,7 +268,9 @@ def _batch_norm_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> l
 
 
 register(OpDef(
-    name="batch_norm", family="normalization",
+    name="batch_norm", kind=OpKind.NORMALIZATION, vjp=derivatives.batch_norm_vjp,
+    fusion=FusionClass.ELEMENTWISE, cost=per_result_element(2),  # a per-channel affine map
+    sharding=ShardingRule("batch_normalization"),
     summary="batch normalization with running statistics (inference)",
     doc="`(x - mean[c]) / sqrt(variance[c] + epsilon) * scale[c] + bias[c]` for channel dim 1.",
     operands=("input", "scale", "bias", "mean", "variance"),

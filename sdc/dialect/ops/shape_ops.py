@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sdc.dialect import derivatives
+from sdc.dialect.hooks import ROW_MAJOR_ONLY, LayoutRule, OpKind, ShardingRule, uniform
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.core import shape_attr_dims
 from sdc.dialect.ops.elementwise import INT, check_dtype
@@ -52,7 +54,8 @@ def _reshape_ref(env, a, x):
 
 
 register(OpDef(
-    name="reshape", family="shape",
+    name="reshape", kind=OpKind.SHAPE, vjp=derivatives.reshape_vjp,
+    sharding=ShardingRule("reshaping"),
     summary="reinterpret the dims, keeping the row-major element order",
     doc=("Same elements, in row-major order, under the dims `shape`: ints, at most one -1 (inferred from the "
          "element count), or symbolic dim names bound by the entry function's inputs."),
@@ -72,7 +75,8 @@ def _transpose_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> li
 
 
 register(OpDef(
-    name="transpose", family="shape",
+    name="transpose", kind=OpKind.SHAPE, vjp=derivatives.transpose_vjp,
+    sharding=ShardingRule("permutation"),
     summary="permute the dims",
     doc="Result dim i is operand dim `perm[i]`.",
     operands=("operand",), attrs={"perm": attr("ints", doc="a permutation of the operand's dims")},
@@ -97,7 +101,8 @@ def _broadcast_ref(env, a, x):
 
 
 register(OpDef(
-    name="broadcast", family="shape",
+    name="broadcast", kind=OpKind.SHAPE, vjp=derivatives.broadcast_vjp,
+    sharding=ShardingRule("broadcasting"),
     summary="expand to a shape by numpy broadcasting",
     doc=("Broadcasts `operand` together with `shape` (numpy rules in both directions, as ONNX Expand), "
          "so size-1 dims of either side stretch."),
@@ -125,7 +130,8 @@ def _concat_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[
 
 
 register(OpDef(
-    name="concat", family="shape",
+    name="concat", kind=OpKind.SHAPE, vjp=derivatives.concat_vjp,
+    layout=uniform("concat joins along the remapped axis"), sharding=ShardingRule("joining"),
     summary="join two tensors along an axis",
     doc=("Concatenates `lhs` and `rhs` (equal rank and element type; other dims agree) along `axis`. "
          "An n-way concatenation is a left-leaning chain of concats, which codegen writes into one buffer: "
@@ -175,7 +181,8 @@ def _slice_ref(env, a, x):
 
 
 register(OpDef(
-    name="slice", family="shape",
+    name="slice", kind=OpKind.SHAPE, vjp=derivatives.slice_vjp,
+    layout=uniform("slicing follows the remapped axes"), sharding=ShardingRule("slicing"),
     summary="strided slice along some axes",
     doc=("Python slicing `x[start:end:step]` along each listed axis (all leading axes when `axes` is empty), "
          "with its clamping of out-of-range bounds; negative starts/ends count from the end, negative steps "
@@ -238,7 +245,8 @@ def _pad_ref(env, a, x):
 
 
 register(OpDef(
-    name="pad", family="shape",
+    name="pad", kind=OpKind.SHAPE, vjp=derivatives.pad_vjp,
+    layout=uniform("padding follows the remapped axes"), sharding=ShardingRule("padding"),
     summary="pad (or crop) each dim",
     doc=("Adds `pads[i]` elements before and `pads[rank + i]` after dim i: the constant `value`, a reflection "
          "(without repeating the edge), or copies of the edge. Negative constant pads crop."),
@@ -273,7 +281,8 @@ def _split_ref(env, a, x):
 
 
 register(OpDef(
-    name="split", family="shape",
+    name="split", kind=OpKind.SHAPE, vjp=derivatives.split_vjp,
+    layout=uniform("splitting follows the remapped axis"), sharding=ShardingRule("splitting"),
     summary="cut a tensor into equal parts along an axis",
     doc=("Splits `operand` along `axis` into `parts` equal pieces (the dim must divide evenly), one result "
          "per piece. Uneven splits are slices (all results of an IRDL variadic group share one type)."),
@@ -317,7 +326,8 @@ def _unsqueeze_ref(env, a, x):
 
 
 register(OpDef(
-    name="squeeze", family="shape",
+    name="squeeze", kind=OpKind.SHAPE, vjp=derivatives.reshape_vjp,
+    sharding=ShardingRule("squeezing"),
     summary="drop size-1 dims",
     doc="Removes the listed dims, each of which must have size 1.",
     operands=("operand",), attrs={"axes": attr("ints", doc="dims to drop")},
@@ -326,7 +336,8 @@ register(OpDef(
 ))
 
 register(OpDef(
-    name="unsqueeze", family="shape",
+    name="unsqueeze", kind=OpKind.SHAPE, vjp=derivatives.reshape_vjp,
+    sharding=ShardingRule("unsqueezing"),
     summary="insert size-1 dims",
     doc="Inserts size-1 dims so that they sit at `axes` in the result.",
     operands=("operand",), attrs={"axes": attr("ints", doc="positions of the new dims in the result")},
@@ -363,8 +374,18 @@ def _gather_ref(env, a, data, indices):
     return flat.reshape(data.shape[:axis] + indices.shape + data.shape[axis + 1:])
 
 
+_AXIS_GATHER = uniform("a gather by 1-d indices keeps every dim where it lies")
+
+
+def _gather_layout(operand_ranks) -> LayoutRule:
+    """A gather by 1-d indices (the result has the data's rank, one dim resized) takes any layout;
+    an embedding lookup reads and writes row-major tensors."""
+    return _AXIS_GATHER if len(operand_ranks) == 2 and operand_ranks[1] == 1 else ROW_MAJOR_ONLY
+
+
 register(OpDef(
-    name="gather", family="shape",
+    name="gather", kind=OpKind.SHAPE, vjp=derivatives.gather_vjp,
+    layout=_gather_layout, sharding=ShardingRule("gathering"),
     summary="take slices by index along an axis (embedding lookup)",
     doc=("numpy `take(data, indices, axis)`: result dims are data's before `axis`, then indices', then data's "
          "after `axis`. Negative indices count from the end. An embedding is a gather on axis 0."),

@@ -9,6 +9,7 @@ sharding (none when it already is). Without a mesh it is the identity.
 
 from __future__ import annotations
 
+from sdc.dialect.hooks import OpKind, ShardingRule
 from sdc.dialect.opdef import OpDef, attr, register
 
 
@@ -30,7 +31,8 @@ def _text(dims, partial) -> str:
 
 
 register(OpDef(
-    name="shard", family="sharding",
+    name="shard", kind=OpKind.SHARDING,
+    sharding=ShardingRule("identity"),
     summary="pin a value's sharding across the device mesh",
     doc=("The identity on values; its result is split over the mesh as `sharding` says (per dim the mesh axes "
          "that split it, then the axes over which it is a partial sum). A user annotation: sharding "

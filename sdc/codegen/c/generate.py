@@ -1,10 +1,10 @@
 """The planner's side of the C backend: one kernel group -> one C function and its plan.json object.
 
-A group is lowered by the Triton path's stage 1 (`lower_group`, the C renderer's op set), rendered
+A group is lowered to the kernel IR (`sdc.codegen.kernel.lower_group`, the C renderer's op set), rendered
 by `CRenderer`, and followed in the source by its *signature*: a string constant
 `sdc_sig_<entry>` that spells the template, domain and every tensor's dtype and map as the
 function was compiled for them. The runtime reads it from the compiled library and refuses a launch
-whose plan.json description differs (sdc/runtime/c_launcher.py): the kernel derives its strides from
+whose plan.json description differs (sdc/runtime/launch/c.py): the kernel derives its strides from
 what it was compiled for, so an edited plan must not make it index past a buffer.
 """
 
@@ -14,8 +14,9 @@ import dataclasses
 import json
 from typing import Mapping, Sequence
 
-from sdc.codegen.triton.lower import ELEMENTWISE, MATMUL, KernelProgram, LoweringError, TensorArg, lower_group
-from sdc.runtime.c_launcher import layout_signature
+from sdc.codegen.kernel import GeneratedKernel, lower_group
+from sdc.codegen.kernel.program import ELEMENTWISE, MATMUL, KernelProgram, LoweringError, TensorArg
+from sdc.runtime.launch.c import layout_signature
 
 C_BACKEND = "c"
 C_SOURCE = "cpu.c"  # the rank's one source file under kernels/ (cpu_r<rank>.c for a partitioned program)
@@ -88,8 +89,6 @@ def c_kernel(renderer, ops: Sequence[Mapping], inputs: Sequence[str], outputs: S
     `transposed`: the 2-d weights the launcher passes as a transposed copy made at load (`values`
     gives them the copy's shape; the kernel object lists their argument indices). `layouts`: the
     physical dim order of values stored in another than row-major (`physical_order`)."""
-    from sdc.codegen.triton import GeneratedKernel
-
     program = lower_group(ops, inputs, outputs, values, renderer.elementwise_ops(), weight)
     why = renderer.why_not(program)
     if why is not None:

@@ -1,27 +1,15 @@
-"""Stage 1 of Triton codegen: a kernel group of the plan lowered to a small kernel IR.
+"""The lowering of a kernel group to a `KernelProgram` (program.py): the base class every template
+builds on, and the `elementwise` and `row` templates themselves.
 
 The input is what the planner has for one `launch` step: its ops (plan.json op entries, in order),
-the values it reads and the values it writes, and the values table. The output is a
-`KernelProgram`: a list of primitive nodes (loads of kernel arguments, constants, elementwise ops
-named as sdc names them, casts, row reductions `sum`/`max`/`min`, the row length) over one index
-*domain*, plus how each tensor argument and result maps onto that domain. The renderer
-(`renderer.py`) turns it into source text; `KernelProgram.dump()` prints it, for `--dump-ir` and for
-reading a failing kernel.
+the values it reads and the values it writes, and the values table.
 
-Three templates:
 - `elementwise`: the domain is the group's result shape; every value is computed at each index of
   it, so broadcasting is index arithmetic (each argument's stride is 0 along a dim it broadcasts).
 - `row`: the group holds row reductions (softmax, log_softmax, layer_norm, rms_norm, reduce_*)
   over the last dim of one domain (fuse.py groups only reductions that share one); one program
   per row. Values are *row* values (vary along the last dim) or *scalar* ones (one per row:
   reduction results and what is computed from them alone).
-- `matmul`: one `sdc.matmul` (2-D or batched, transposes, broadcast batch dims) and the elementwise
-  epilogue sdc-fuse puts after it (bias, activation, residual add, cast); the domain is the
-  product's result shape plus its contracting dim K, `(*batch, M, N, K)`. The product is one `dot`
-  node (its operands are read tile by tile in the renderer's K loop, so they are arguments without
-  `load` nodes); the epilogue's nodes are *tile* values (they vary over M or N) or per-batch ones.
-  Layout casts before the matmul only change where its operands sit and are read through; any other
-  op before it (a prologue) keeps the reference backend.
 
 A `gather` (an embedding lookup: `data[..., indices, ...]` along one axis) runs in the elementwise
 template: each gathered table adds one domain dim after the iterated ones (`KernelProgram.iterated`),
@@ -33,119 +21,24 @@ one out of range reads 0 (a kernel cannot raise; the reference raises an IndexEr
 How a value's dims map onto the domain follows numpy broadcasting (right-aligned), except where an
 op says otherwise (batch_norm's per-channel operands, a norm's scale and bias, a reduction without
 keepdims). The maps are found backwards from the results; a value that two readers would map
-differently, or any op or dtype the renderer cannot handle, raises `LoweringError`, and the group
+differently, or any op or dtype outside the renderer's set, raises `LoweringError`, and the group
 keeps the reference backend.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from sdc import dtypes
+from sdc.codegen.kernel.program import (ELEMENTWISE, KERNEL_DTYPES, ROW, KernelProgram, LoweringError, Node,
+                                        TensorArg)
 from sdc.runtime.format import decode_value
-
-ELEMENTWISE, ROW, MATMUL = "elementwise", "row", "matmul"
-
-# dtypes a generated kernel loads, computes and stores (torch has no arithmetic for the wide unsigned ones)
-KERNEL_DTYPES = frozenset({"f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64", "ui8"})
 
 ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_sum", "reduce_mean", "reduce_max",
                      "reduce_min"})
 REDUCE_PRIMITIVE = {"reduce_sum": "sum", "reduce_mean": "sum", "reduce_max": "max", "reduce_min": "min"}
 PER_CHANNEL_OPERANDS = {"batch_norm": (1, 2, 3, 4)}  # operands indexed by the channel dim (1) of operand 0
 PER_ROW_OPERANDS = {"layer_norm": (1, 2), "rms_norm": (1,)}  # operands indexed by the last dim of operand 0
-
-
-class LoweringError(Exception):
-    """The group is outside what the Triton renderer handles; the message says why."""
-
-
-@dataclass
-class Node:
-    """One primitive of the kernel: `op` is `load`, `const`, `cast`, `rowlen`, a reduction (`sum`,
-    `max`, `min`) or an elementwise sdc op name; `dtype` is the logical element type of its value."""
-
-    id: int
-    op: str
-    args: tuple[int, ...]
-    dtype: str
-    row: bool = True  # varies along the domain's last dim (always True in the elementwise template)
-    attrs: dict = field(default_factory=dict)
-    arg: int | None = None  # load: the kernel argument it reads
-    value: Any = None  # const: a Python number
-
-    @property
-    def reduction(self) -> bool:
-        """A reduction over the row (`_reduce`: one operand, not itself per element); the binary
-        elementwise `max` / `min` share its op names."""
-        return self.op in ("sum", "max", "min") and len(self.args) == 1 and not self.row
-
-
-@dataclass(frozen=True)
-class TensorArg:
-    """A tensor the kernel reads or writes: `map[j]` is the domain dim that dim j of the value is
-    indexed by (None: the value has size 1 there). `layout`: a result's physical dim order."""
-
-    value: str
-    dtype: str
-    map: tuple[int | None, ...]
-    layout: tuple[int, ...] | None = None
-
-
-@dataclass
-class KernelProgram:
-    template: str
-    domain: tuple[int | None, ...]  # static sizes, None where the size is known at run time only
-    args: list[TensorArg]
-    results: list[tuple[TensorArg, int]]  # (the result, the node whose value it stores)
-    nodes: list[Node]
-    ops: list[str]  # the sdc ops it computes, for the kernel's header
-    # the leading domain dims the grid runs over (None: all); the dims after them are the sizes of the
-    # tables a `gather` node indexes (elementwise template only)
-    iterated: int | None = None
-
-    def dump(self) -> str:
-        """The kernel IR as text, one node a line."""
-        lines = [f"template {self.template}, domain {list(self.domain)}"
-                 + (f", iterated {self.iterated}" if self.iterated is not None else "")]
-        for i, a in enumerate(self.args):
-            lines.append(f"  arg a{i}: {a.value} {a.dtype} map {list(a.map)}")
-        for n in self.nodes:
-            what = (f"a{n.arg}" if n.op == "load" else f"a{n.arg}, %{n.args[0]}" if n.op == "gather"
-                    else repr(n.value) if n.op == "const"
-                    else ", ".join(f"%{a}" for a in n.args))
-            attrs = f" {n.attrs}" if n.attrs else ""
-            lines.append(f"  %{n.id} = {n.op}({what}){attrs} : {n.dtype}{'' if n.row else ' (per row)'}")
-        for r, node in self.results:
-            lines.append(f"  store %{node} -> {r.value} map {list(r.map)}"
-                         + (f" layout {list(r.layout)}" if r.layout else ""))
-        return "\n".join(lines)
-
-
-WeightLookup = Callable[[str], Any]  # value id -> its tensor when it is a weight, else None
-
-
-def lower_group(ops: Sequence[Mapping], inputs: Sequence[str], outputs: Sequence[str],
-                values: Mapping[str, Mapping], supported: frozenset[str],
-                weight: WeightLookup = lambda vid: None, input_precision: str = "ieee") -> KernelProgram:
-    """The kernel IR of one kernel group; LoweringError when the renderer cannot take it.
-
-    `supported`: the elementwise op names the renderer has a method for; `weight(vid)` gives a
-    weight's tensor, so that one-element weights become constants in the source;
-    `input_precision`: how a matmul of f32 operands uses the tensor cores (`DOT_PRECISIONS`)."""
-    ops = [_decoded(e) for e in ops]
-    if any(e["op"] == "conv" for e in ops):
-        from sdc.codegen.triton.conv import lower_conv
-
-        return lower_conv(ops, inputs, outputs, values, supported, weight, input_precision)
-    from sdc.codegen.triton.attention import is_attention, lower_attention
-
-    if is_attention(ops):  # softmax(Q K^T ...) V as one flash kernel (attention.py)
-        return lower_attention(ops, inputs, outputs, values, supported, weight, input_precision)
-    if any(e["op"] == "matmul" for e in ops):
-        return _MatmulLowering(ops, inputs, outputs, values, supported, weight, input_precision).run()
-    return _Lowering(ops, inputs, outputs, values, supported, weight).run()
 
 
 class _Lowering:
@@ -203,9 +96,10 @@ class _Lowering:
 
     def _check_op(self, e: Mapping) -> None:
         name = e["op"]
-        if name not in self.supported and name not in ROW_OPS and name not in ("cast", "layout_cast", "batch_norm",
-                                                                               "gather"):
-            raise LoweringError(f"no Triton template for 'sdc.{name}'")
+        # the ops this lowering writes out itself, in primitives every renderer has, or in its templates
+        own = ("cast", "layout_cast", "batch_norm", "gather", "pow")
+        if name not in self.supported and name not in ROW_OPS and name not in own:
+            raise LoweringError(f"no kernel template or renderer form for 'sdc.{name}'")
         if len(e["outputs"]) != 1:
             raise LoweringError(f"'sdc.{name}' has {len(e['outputs'])} results")
         for vid in [*e["inputs"], *e["outputs"]]:
@@ -357,9 +251,20 @@ class _Lowering:
         if lower is not None:
             self.env[out] = lower(e, args, dtype)
         elif name == "pow":
-            self.env[out] = self._node("pow", args[:1], dtype, attrs={"exponent": self.nodes[args[1]].value})
+            self.env[out] = self._power(args[0], float(self.nodes[args[1]].value), dtype)
         else:
             self.env[out] = self._node(name, args, dtype, attrs=dict(e["attrs"]))
+
+    def _power(self, x: int, exponent: float, dtype: str) -> int:
+        """x ** exponent for a constant exponent of POW_EXPONENTS, as the primitives every renderer has."""
+        if exponent == 1.0:
+            return x
+        if exponent == 0.5:
+            return self._node("sqrt", [x], dtype)
+        if exponent == -1.0:
+            return self._node("div", [self._const(1.0, dtype), x], dtype)
+        square = self._node("mul", [x, x], dtype)
+        return square if exponent == 2.0 else self._node("mul", [square, x], dtype)
 
     def _lower_random_uniform(self, e, args, dtype) -> int:
         """Element i draws counter offset + i, i its row-major index: in the elementwise template, when the
@@ -460,9 +365,6 @@ def _scalar(t: Any) -> float | int | bool | None:
     return value
 
 
-# ---------------------------------------------------------------- the matmul template
-
-MATMUL_DTYPES = frozenset({"f16", "bf16", "f32"})  # operand types of the template (f32 accumulation)
 DOT_PRECISIONS = ("ieee", "tf32")  # tl.dot's input_precision for f32 operands: exact f32, or tf32 tensor cores
 
 
@@ -493,78 +395,3 @@ class _AnchoredLowering(_Lowering):
                 raise LoweringError(f"a layout_cast before 'sdc.{name}' is also a result of the group")
             alias[e["outputs"][0]] = alias.get(e["inputs"][0], e["inputs"][0])
         return at[0], self.ops[at[0]], alias
-
-
-class _MatmulLowering(_AnchoredLowering):
-    """The `matmul` template: [layout_cast...] matmul [elementwise epilogue...].
-
-    Domain `(*batch, M, N, K)`: the product's result shape, then the contracting dim. An operand maps
-    its batch dims right-aligned onto the batch dims (None where it broadcasts), its last two onto
-    (M, K) for lhs and (K, N) for rhs, swapped when the op transposes it: a transpose is only a
-    different stride. The epilogue maps onto `(*batch, M, N)` as in the elementwise template."""
-
-    def run(self) -> KernelProgram:
-        at, mm, alias = self._anchor("matmul")
-        epilogue = self.ops[at + 1:]
-        for e in epilogue:
-            self._check_op(e)
-            if e["op"] in ROW_OPS:
-                raise LoweringError(f"'sdc.{e['op']}' after 'sdc.matmul' (its epilogue is elementwise)")
-        lhs_id, rhs_id = (alias.get(v, v) for v in mm["inputs"])
-        lhs, rhs, out_id = self.values[lhs_id], self.values[rhs_id], mm["outputs"][0]
-        dtype = lhs["dtype"]
-        if dtype not in MATMUL_DTYPES or rhs["dtype"] != dtype:
-            raise LoweringError(f"'sdc.matmul' of {dtype} x {rhs['dtype']} (the template multiplies "
-                                f"{'/'.join(sorted(MATMUL_DTYPES))})")
-        if len(lhs["shape"]) < 2 or len(rhs["shape"]) < 2:
-            raise LoweringError("'sdc.matmul' with a 1-D operand (a matrix-vector product)")
-        out_shape = list(self.values[out_id]["shape"])
-        for vid in self.outputs:
-            if list(self.values[vid]["shape"]) != out_shape:
-                raise LoweringError(f"result '{vid}' has shape {list(self.values[vid]['shape'])}, the product "
-                                    f"{out_shape}")
-        nb = len(out_shape) - 2
-        rows, cols, inner = nb, nb + 1, nb + 2
-        transpose_lhs, transpose_rhs = bool(mm["attrs"].get("transpose_lhs")), bool(mm["attrs"].get("transpose_rhs"))
-        k_size = lhs["shape"][-2 if transpose_lhs else -1]
-        self.template = MATMUL
-        self.rank = nb + 2
-        self.domain = tuple(d if isinstance(d, int) else None for d in [*out_shape, k_size])
-        self.rows, self.cols = rows, cols
-        for vid in self.outputs:
-            self._set_map(vid, tuple(range(nb + 2)))
-        for e in reversed(epilogue):
-            if e["outputs"][0] in self.maps:
-                self._map_operands(e, self.maps[e["outputs"][0]])
-        if out_id not in self.maps:
-            raise LoweringError("nothing in the group reads the product")
-        if self.maps[out_id] != tuple(None if d == 1 else i for i, d in enumerate(out_shape)):
-            raise LoweringError(f"the product is read with the index map {list(self.maps[out_id])}")
-
-        def operand(vid: str, shape: list, first: int, second: int, transposed: bool) -> int:
-            batch = tuple(range(nb))[nb - (len(shape) - 2):] if len(shape) > 2 else ()
-            m = batch + ((second, first) if transposed else (first, second))
-            self.args.append(TensorArg(vid, dtype, tuple(None if shape[j] == 1 else d for j, d in enumerate(m))))
-            return len(self.args) - 1
-
-        a = operand(lhs_id, list(lhs["shape"]), rows, inner, transpose_lhs)
-        b = operand(rhs_id, list(rhs["shape"]), inner, cols, transpose_rhs)
-        attrs = {"lhs": a, "rhs": b, **({"input_precision": self.input_precision} if dtype == "f32" else {})}
-        self.env[out_id] = self._node("dot", (), self.values[out_id]["dtype"], row=True, attrs=attrs)
-        live = [e for e in epilogue if e["outputs"][0] in self.maps]
-        for e in live:
-            self._lower(e)
-        tile: dict[int, bool] = {}
-        for n in self.nodes:  # which values depend on the product (full tiles)
-            tile[n.id] = n.op == "dot" or any(tile[x] for x in n.args)
-        results = self._results()
-        for r, node in results:
-            if not tile[node]:
-                raise LoweringError(f"result '{r.value}' does not depend on the product")
-        ops = [*(e["op"] for e in self.ops[:at]), "matmul", *(e["op"] for e in live)]
-        return KernelProgram(MATMUL, self.domain, self.args, results, self.nodes, ops)
-
-    def _is_row(self, vid: str) -> bool:
-        """Whether a value loaded by the epilogue varies over the tile (M or N), not only per batch."""
-        m = self.maps[vid]
-        return self.rows in m or self.cols in m

@@ -1,6 +1,6 @@
-"""The `matmul` template of a `KernelProgram` rendered as one C function (the ABI of c_launcher.py).
+"""The `matmul` template of a `KernelProgram` rendered as one C function (the ABI of sdc/runtime/launch/c.py).
 
-What a program means (sdc/codegen/triton/lower.py, `_MatmulLowering`): the domain is
+What a program means (sdc/codegen/kernel/matmul.py): the domain is
 `(*batch, M, N, K)`; one `dot` node multiplies kernel arguments `attrs["lhs"]` (mapped onto
 (M, K), or (K, M) when the op transposes it) and `attrs["rhs"]` ((K, N), or (N, K)), both mapping
 their batch dims right-aligned onto the domain's (None where they broadcast); the other nodes are
@@ -25,12 +25,7 @@ f32 accumulates in float, f64 in double; anything else is `why_not_matmul`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from sdc.codegen.triton.lower import MATMUL, KernelProgram, TensorArg
-
-if TYPE_CHECKING:
-    from sdc.codegen.cpu.renderer import CRenderer
+from sdc.codegen.kernel.program import MATMUL, KernelProgram, TensorArg
 
 MATMUL_TYPES = {"f32": "float", "f64": "double"}  # operand dtype -> C type of operands and accumulators
 ROWS = 6  # rows of A per tile
@@ -51,8 +46,9 @@ def tile_columns(dtype: str) -> int:
     return VECTORS * _lanes(dtype)
 
 
-def why_not_matmul(renderer: CRenderer, program: KernelProgram) -> str | None:
-    """Why the C renderer cannot take this matmul program, or None."""
+def why_not_matmul(renderer, program: KernelProgram) -> str | None:
+    """Why the C renderer (`renderer`, a CRenderer: its dtypes and node checks) cannot take this matmul
+    program, or None."""
     dots = [n for n in program.nodes if n.op == "dot"]
     if program.template != MATMUL or len(dots) != 1:
         return f"not one product of the matmul template ({program.template}, {len(dots)} dot nodes)"
@@ -80,14 +76,14 @@ def why_not_matmul(renderer: CRenderer, program: KernelProgram) -> str | None:
     return None
 
 
-def render_matmul(renderer: CRenderer, program: KernelProgram, entry: str) -> str:
+def render_matmul(renderer, program: KernelProgram, entry: str) -> str:
     """The C function `int entry(void **p, const int64_t *d)` of a matmul program that
     `why_not_matmul` accepts."""
     return _MatmulFunction(renderer, program, entry).text()
 
 
 class _MatmulFunction:
-    def __init__(self, renderer: CRenderer, program: KernelProgram, entry: str):
+    def __init__(self, renderer, program: KernelProgram, entry: str):
         self.r = renderer
         self.p = program
         self.entry = entry

@@ -1,7 +1,7 @@
-"""A `KernelProgram` (sdc/codegen/triton/lower.py) rendered as one C function of the CPU kernel ABI.
+"""A `KernelProgram` (sdc/codegen/kernel/) rendered as one C function of the CPU kernel ABI.
 
 The ABI (`int ENTRY(void **p, const int64_t *d)`, dense row-major tensors, storage types) is written
-in sdc/runtime/c_launcher.py. What the renderer takes: the `elementwise` template (gathers included)
+in sdc/runtime/launch/c.py. What the renderer takes: the `elementwise` template (gathers included)
 and the `row` template, in f64, f32, the integers and bool; the `matmul` template is `matmul.py`'s.
 
 - Each tensor's stride along a domain dim is derived from the sizes `d` at the top of the function
@@ -26,8 +26,10 @@ import math
 import re
 from typing import Any
 
-from sdc.codegen.triton.lower import ELEMENTWISE, MATMUL, ROW, KernelProgram, Node, TensorArg
-from sdc.runtime.c_launcher import LARGE_ELEMENTS
+from sdc.codegen.c.matmul import matmul_helpers, render_matmul, why_not_matmul
+from sdc.codegen.kernel.decompose import inline, is_composite, primitive_uses, supported_ops
+from sdc.codegen.kernel.program import ELEMENTWISE, MATMUL, ROW, KernelProgram, Node, TensorArg
+from sdc.runtime.launch.c import LARGE_ELEMENTS
 
 FLOAT_TYPES = frozenset({"f32", "f64"})
 INT_TYPES = frozenset({"i8", "i16", "i32", "i64", "ui8"})
@@ -43,8 +45,6 @@ _HELPER_TEMPLATES = {
     # NaN when either operand is (torch.maximum/minimum, amax/amin): x + y is NaN then
     "max": "static inline {T} sdc_max_{D}({T} x, {T} y) {{ return (x != x || y != y) ? x + y : (x > y ? x : y); }}",
     "min": "static inline {T} sdc_min_{D}({T} x, {T} y) {{ return (x != x || y != y) ? x + y : (x < y ? x : y); }}",
-    # torch.nn.functional.softplus with its threshold 20
-    "softplus": "static inline {T} sdc_softplus_{D}({T} x) {{ return x > 20 ? x : log1p{F}(exp{F}(x)); }}",
     # erf of a float: x P(x^2) / Q(x^2) on x clamped to [-4, 4] (past 4, erf is 1 in float), a rational
     # approximation whose polynomials vectorize where libm's erff is a call per element (in a GELU it was
     # a tenth of a small transformer's kernel time); at most 7.5 ulp and 4.5e-7 from erf over [-6, 6]
@@ -65,19 +65,18 @@ _HELPER_TEMPLATES = {
                  "return (r != 0 && ((y < 0) != (r < 0))) ? r + y : r; }}",
 }
 
-# Float ops that are one C expression of their operands `{x}`, `{y}`; `{F}` is the math-function
-# suffix ("f" for float), `{one}`/`{zero}` the literals of the type.
+# Float primitives (sdc/dialect/scalar.py) that are one C expression of their operands `{x}`, `{y}`;
+# `{F}` is the math-function suffix ("f" for float), `{one}`/`{zero}` the literals of the type.
 _FLOAT_FORMS = {
     "neg": "(-{x})",
     "abs": "fabs{F}({x})",
-    "sign": "(({x} > {zero}) ? {one} : (({x} < {zero}) ? -{one} : {zero}))",  # NaN -> 0, as torch.sign
     "exp": "exp{F}({x})",
+    "expm1": "expm1{F}({x})",
     "log": "log{F}({x})",
+    "log1p": "log1p{F}({x})",
     "sqrt": "sqrt{F}({x})",
     "rsqrt": "({one} / sqrt{F}({x}))",
-    "reciprocal": "({one} / {x})",
     "tanh": "tanh{F}({x})",
-    "sigmoid": "({one} / ({one} + exp{F}(-{x})))",
     "erf": "erf{F}({x})",
     "sin": "sin{F}({x})",
     "cos": "cos{F}({x})",
@@ -93,16 +92,13 @@ _FLOAT_FORMS = {
     "floor": "floor{F}({x})",
     "ceil": "ceil{F}({x})",
     "round": "nearbyint{F}({x})",  # the default rounding mode: half to even, as torch.round
-    "relu": "(({x} < {zero}) ? {zero} : {x})",  # NaN stays NaN, as in torch
-    "silu": "({x} / ({one} + exp{F}(-{x})))",
-    "softsign": "({x} / ({one} + fabs{F}({x})))",
-    "mish": "({x} * tanh{F}(log1p{F}(exp{F}({x}))))",
     "isnan": "({x} != {x})",
     "isinf": "(isinf({x}) != 0)",
     "add": "({x} + {y})",
     "sub": "({x} - {y})",
     "mul": "({x} * {y})",
     "div": "({x} / {y})",
+    "fmod": "fmod{F}({x}, {y})",
 }
 
 # At -O2 GCC 12+ vectorizes only loops whose trip count is a known multiple of the vector width (its
@@ -169,20 +165,22 @@ class CRenderer:
     name = "c"
     dtypes = frozenset(_CTYPE)
     templates = frozenset({ELEMENTWISE, ROW, MATMUL})
-    # the sdc elementwise ops it has a form or method for (float-only ones refuse other types in `why_not`)
-    float_ops = frozenset(_FLOAT_FORMS) | {"gelu", "leaky_relu", "elu", "selu", "hard_sigmoid", "hard_swish",
-                                           "softplus", "clip", "pow", "max", "min", "mod"}
-    integer_ops = frozenset({"neg", "abs", "sign", "relu", "clip", "add", "sub", "mul", "max", "min"})
-    bitwise_ops = frozenset({*_BITWISE, "bitwise_not"})
-    compare_ops = frozenset(_COMPARE)
-    logical_ops = frozenset(_LOGICAL)
-    ternary_ops = frozenset({"where"})
-    pow_exponents = (0.5, 1.0, 2.0, 3.0, -1.0)
+    # the primitives of scalar formulas (sdc/dialect/scalar.py) it renders, by the type of their operands
+    # (float-only and integer-only ones refuse other types in `why_not`)
+    float_primitives = frozenset(_FLOAT_FORMS) | {"max", "min", "remainder"}
+    integer_primitives = frozenset({"neg", "abs", "add", "sub", "mul", "max", "min"})
+    bitwise_primitives = frozenset({*_BITWISE, "bitwise_not"})
+    compare_primitives = frozenset(_COMPARE)
+    logical_primitives = frozenset(_LOGICAL)
+    ternary_primitives = frozenset({"where"})
+
+    primitives = (float_primitives | integer_primitives | bitwise_primitives | compare_primitives
+                  | logical_primitives | ternary_primitives)
 
     @classmethod
     def elementwise_ops(cls) -> frozenset[str]:
-        return (cls.float_ops | cls.integer_ops | cls.bitwise_ops | cls.compare_ops | cls.logical_ops
-                | cls.ternary_ops)
+        """The elementwise ops whose formulas its primitives render (on some type)."""
+        return supported_ops(cls.primitives)
 
     def __init__(self) -> None:
         self.helpers: set[str] = set()  # names of _HELPER_TEMPLATES entries, as "max_f32"
@@ -207,8 +205,6 @@ class CRenderer:
     def why_not(self, program: KernelProgram) -> str | None:
         """Why the renderer cannot take this program (the group then stays torch), or None."""
         if program.template == MATMUL:
-            from sdc.codegen.cpu.matmul import why_not_matmul
-
             return why_not_matmul(self, program)
         if program.template not in (ELEMENTWISE, ROW):
             return f"the {program.template} template (C kernels render elementwise, row and matmul)"
@@ -240,28 +236,37 @@ class CRenderer:
             return None if n.dtype in FLOAT_TYPES else f"a {n.dtype} row reduction '{n.op}'"
         if n.op == "cast":
             return None if n.attrs.get("from") in _CTYPE else f"a cast from {n.attrs.get('from')}"
-        operand = nodes[n.args[-1]].dtype if n.args else n.dtype
         if n.op not in self.elementwise_ops():
             return f"no C form for '{n.op}'"
-        if n.op in self.compare_ops or n.op in self.ternary_ops:
+        if is_composite(n.op):  # each primitive of its formula, in the types the formula gives it
+            for primitive, dtype, operand in primitive_uses(n):
+                reason = self._why_not_primitive(primitive, dtype, operand)
+                if reason is not None:
+                    return f"{reason} (in '{n.op}')"
             return None
-        if n.op in self.logical_ops:
-            return None if operand == "i1" else f"logical '{n.op}' of {operand}"
-        if n.op in self.bitwise_ops:
-            return None if operand in INT_TYPES or operand == "i1" else f"'{n.op}' of {operand}"
+        return self._why_not_primitive(n.op, n.dtype, nodes[n.args[-1]].dtype if n.args else n.dtype)
+
+    def _why_not_primitive(self, op: str, dtype: str, operand: str) -> str | None:
+        """Why a primitive of result type `dtype` on a (last) operand of type `operand` has no C form."""
+        if dtype not in _CTYPE:
+            return f"a {dtype} value ('{op}'): C kernels compute f64, f32, integers and bool"
+        if op in self.compare_primitives or op in self.ternary_primitives:
+            return None
+        if op in self.logical_primitives:
+            return None if operand == "i1" else f"logical '{op}' of {operand}"
+        if op in self.bitwise_primitives:
+            return None if operand in INT_TYPES or operand == "i1" else f"'{op}' of {operand}"
         if operand in FLOAT_TYPES:
-            if n.op == "pow" and float(n.attrs.get("exponent", math.nan)) not in self.pow_exponents:
-                return f"'pow' with the exponent {n.attrs.get('exponent')}"
-            return None if n.op in self.float_ops else f"'{n.op}' of {operand}"
-        if operand in INT_TYPES and n.op in self.integer_ops:
+            return None if op in self.float_primitives else f"'{op}' of {operand}"
+        if operand in INT_TYPES and op in self.integer_primitives:
             return None
-        return f"'{n.op}' of {operand} (no exact C form)"
+        return f"'{op}' of {operand} (no exact C form)"
 
     # ------------------------------------------------------------ the whole file
 
     def file(self, functions: list[str]) -> str:
         """The whole C source: the headers, the helpers the functions use (once each), the functions."""
-        head = ["// sdc generated C kernels (the ABI: sdc/runtime/c_launcher.py)",
+        head = ["// sdc generated C kernels (the ABI: sdc/runtime/launch/c.py)",
                 "#include <stdint.h>", "#include <math.h>", "#include <stdlib.h>", "#include <string.h>", "",
                 *_VECTORIZE, ""]
         helpers = [self._helper(h) for h in sorted(self.helpers)]
@@ -270,8 +275,6 @@ class CRenderer:
     def _helper(self, key: str) -> str:
         kind, dtype = key.rsplit("_", 1)
         if kind == "mm":  # the matmul template's tile and packing functions (matmul.py)
-            from sdc.codegen.cpu.matmul import matmul_helpers
-
             return matmul_helpers(dtype)
         return _HELPER_TEMPLATES[kind].format(T=_CTYPE[dtype], F="f" if dtype == "f32" else "", D=dtype)
 
@@ -284,8 +287,6 @@ class CRenderer:
         """The C text of `int entry(void **p, const int64_t *d)` computing `program`, after a comment
         with its kernel IR."""
         if program.template == MATMUL:
-            from sdc.codegen.cpu.matmul import render_matmul
-
             return render_matmul(self, program, entry)
         reason = self.why_not(program)
         if reason is not None:
@@ -497,6 +498,8 @@ class CRenderer:
         """The C expression of elementwise node `n` from its operands' expressions (names or
         parenthesized expressions of their compute types); its type converts to n's compute type."""
         args = [_atom(a) for a in args]
+        if is_composite(n.op):  # its op's scalar formula, each primitive by this method
+            return inline(n, args, self.expr)
         if n.op == "const":
             return literal(n.value, n.dtype)
         if n.op == "cast":
@@ -539,23 +542,9 @@ class CRenderer:
             return f"(({t})(({u})0 - ({u}){x}))"
         if n.op == "abs":  # the most negative value stays itself, as in torch
             return f"(({x} < 0) ? (({t})(({u})0 - ({u}){x})) : {x})"
-        if n.op == "sign":
-            return f"(({t})(({x} > 0) - ({x} < 0)))"
-        if n.op == "relu":
-            return f"(({x} < 0) ? ({t})0 : {x})"
         if n.op in ("max", "min"):
             y = args[1]
             return f"(({x} {'>' if n.op == 'max' else '<'} {y}) ? {x} : {y})"
-        if n.op == "clip":  # the reference's bounds: int() of the float attributes, infinite ones absent
-            lo, hi = _INT_LIMITS[n.dtype]
-            out = x
-            if not math.isinf(float(n.attrs["min"])) and int(n.attrs["min"]) > lo:
-                b = literal(int(n.attrs["min"]), n.dtype)
-                out = f"(({out} < {b}) ? {b} : {out})"
-            if not math.isinf(float(n.attrs["max"])) and int(n.attrs["max"]) < hi:
-                b = literal(int(n.attrs["max"]), n.dtype)
-                out = f"(({out} > {b}) ? {b} : {out})"
-            return out
         raise ValueError(f"the C renderer has no integer form for '{n.op}'")
 
     def op_cast(self, n: Node, x: str) -> str:
@@ -564,71 +553,13 @@ class CRenderer:
             return x if src == "i1" else f"({x} != 0)"
         return f"(({self.compute_type(to)}){x})"  # float -> integer truncates toward zero, as torch
 
-    def op_gelu(self, n: Node, x: str) -> str:
-        w = self._float_words(n.dtype)
-        one, F = w["one"], w["F"]
-        half = literal(0.5, n.dtype)
-        if n.attrs.get("approximate") == "tanh":
-            k, c = literal(math.sqrt(2 / math.pi), n.dtype), literal(0.044715, n.dtype)
-            return f"({half} * {x} * ({one} + tanh{F}({k} * ({x} + {c} * {x} * {x} * {x}))))"
-        erf = self._use("erf", "f32") if n.dtype == "f32" else f"erf{F}"
-        return f"({x} * {half} * ({one} + {erf}({x} * {literal(math.sqrt(0.5), n.dtype)})))"
-
-    def op_leaky_relu(self, n: Node, x: str) -> str:
-        return f"(({x} > {literal(0.0, n.dtype)}) ? {x} : {x} * {literal(n.attrs['alpha'], n.dtype)})"
-
-    def op_elu(self, n: Node, x: str) -> str:
-        F = self._float_words(n.dtype)["F"]
-        return f"(({x} > {literal(0.0, n.dtype)}) ? {x} : {literal(n.attrs['alpha'], n.dtype)} * expm1{F}({x}))"
-
-    def op_selu(self, n: Node, x: str) -> str:
-        F = self._float_words(n.dtype)["F"]
-        a, g = literal(n.attrs["alpha"], n.dtype), literal(n.attrs["gamma"], n.dtype)
-        return f"({g} * (({x} > {literal(0.0, n.dtype)}) ? {x} : {a} * expm1{F}({x})))"
-
-    def _clamp(self, x: str, lo: str | None, hi: str | None) -> str:
-        """x clamped by comparisons (not fmin/fmax): NaN stays NaN, as in torch.clamp."""
-        out = x
-        if lo is not None:
-            out = f"(({out} < {lo}) ? {lo} : {out})"
-        if hi is not None:
-            out = f"(({out} > {hi}) ? {hi} : {out})"
-        return out
-
-    def op_hard_sigmoid(self, n: Node, x: str) -> str:
-        a, b = literal(n.attrs["alpha"], n.dtype), literal(n.attrs["beta"], n.dtype)
-        return self._clamp(f"({a} * {x} + {b})", literal(0.0, n.dtype), literal(1.0, n.dtype))
-
-    def op_hard_swish(self, n: Node, x: str) -> str:
-        three, six = literal(3.0, n.dtype), literal(6.0, n.dtype)
-        return f"({x} * {self._clamp(f'({x} + {three})', literal(0.0, n.dtype), six)} / {six})"
-
-    def op_softplus(self, n: Node, x: str) -> str:
-        return f"{self._use('softplus', n.dtype)}({x})"
-
-    def op_clip(self, n: Node, x: str) -> str:
-        lo, hi = float(n.attrs["min"]), float(n.attrs["max"])
-        return self._clamp(x, None if math.isinf(lo) else literal(lo, n.dtype),
-                           None if math.isinf(hi) else literal(hi, n.dtype))
-
-    def op_pow(self, n: Node, x: str) -> str:
-        w = self._float_words(n.dtype)
-        e = float(n.attrs["exponent"])
-        forms = {0.5: f"sqrt{w['F']}({x})", 1.0: x, 2.0: f"({x} * {x})", 3.0: f"({x} * {x} * {x})",
-                 -1.0: f"({w['one']} / {x})"}
-        if e not in forms:
-            raise ValueError(f"the C renderer has no form for 'pow' with the exponent {e}")
-        return forms[e]
-
     def op_max(self, n: Node, x: str, y: str) -> str:
         return f"{self._use('max', n.dtype)}({x}, {y})"
 
     def op_min(self, n: Node, x: str, y: str) -> str:
         return f"{self._use('min', n.dtype)}({x}, {y})"
 
-    def op_mod(self, n: Node, x: str, y: str) -> str:
-        if n.attrs.get("fmod"):
-            return f"fmod{self._float_words(n.dtype)['F']}({x}, {y})"
+    def op_remainder(self, n: Node, x: str, y: str) -> str:
         return f"{self._use('remainder', n.dtype)}({x}, {y})"
 
 
