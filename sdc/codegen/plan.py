@@ -111,7 +111,7 @@ def build_plan(module, params: Mapping[str, Any] | None = None, target: str = DE
     with module_op.context:
         builder = _RankBuilder(0, params or {}, reference_kernels=not get_target(target).has_triton_backend,
                                c_kernels=_c_kernels(target),
-                               precision=_module_precision(module_op))
+                               precision=_module_precision(module_op), on_cpu=get_target(target).device == "cpu")
         entry = entry_function(module_op)
         inputs, outputs = builder.walk(entry)
         guards = entry_guards(entry)
@@ -147,7 +147,7 @@ def _build_ranks(module_op, params: Mapping[str, Any], target: str, mesh_axes: d
         for rank in range(mesh.world_size):
             builder = _RankBuilder(rank, params, reference_kernels=not get_target(target).has_triton_backend,
                                    c_kernels=_c_kernels(target),
-                                   precision=_module_precision(module_op))
+                                   precision=_module_precision(module_op), on_cpu=get_target(target).device == "cpu")
             builder.mesh = mesh
             inputs, outputs = builder.walk(entry)
             R.name_blocks(builder.plan)
@@ -171,8 +171,9 @@ class _RankBuilder:
     (reference kernel choices, in-place flags, free steps)."""
 
     def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True, precision: str = "f32",
-                 c_kernels: bool = False):
+                 c_kernels: bool = False, on_cpu: bool = True):
         self.plan = RankPlan(rank)
+        self.on_cpu = on_cpu  # the target's artifacts run on the CPU (the kernels it chooses: `_choose_kernels`)
         self.params = params
         self.reference_kernels = reference_kernels  # the target runs the kernel groups by reference semantics
         self.c_kernels = c_kernels  # ... except those a C template fits (the CPU target, sdc/codegen/cpu)
@@ -481,7 +482,36 @@ class _RankBuilder:
 
             self.plan.steps = write_concats_in_place(self.plan.values, self.plan.outputs, self.plan.steps,
                                                      self.plan.inputs, self.result_dims)
+        self._choose_kernels()
         prune_weights(self.plan)
+
+    def _choose_kernels(self) -> None:
+        """Name the kernel of every launch (`kernel.runs`) and what it may fall back to at run time
+        (`kernel.fallback`): a generated kernel's backend; for each op of a reference group the rule
+        of sdc/runtime/kernel_choice.py (sdc's C kernel library, oneDNN, the vendor libraries on cuda,
+        or torch), the group's the most specific of its ops'. The runtime runs what this says."""
+        from sdc.runtime import kernel_choice as K
+        from sdc.runtime.format import GENERATED_KERNELS
+
+        for step in self.plan.steps:
+            if step["kind"] != LAUNCH:
+                continue
+            kernel = step["kernel"]
+            ops = kernel["ops"]
+            if kernel["backend"] in GENERATED_KERNELS:
+                runs = GENERATED_KERNELS[kernel["backend"]]
+                kernel["runs"], kernel["fallback"] = runs, K.step_fallback(runs)
+                continue
+            for op in ops:
+                operands = [_spec_of(self.plan.values[v]) for v in op["inputs"]]
+                constants = [self.weight_tensor(v) for v in op["inputs"]]
+                op["runs"] = K.op_kernel(op["op"], op.get("attrs", {}), operands, constants, op.get("in_place"),
+                                         self.on_cpu, self.c_kernels)
+            if any(op["runs"] == K.CUDNN for op in ops) and K.cudnn_fuses(ops, self.plan.values):
+                for op in ops:  # its convolution and epilogue: one cuDNN call
+                    op["runs"] = K.CUDNN_FUSED if op["op"] == "conv" else op["runs"]
+            runs = K.step_kernel([op["runs"] for op in ops])
+            kernel["runs"], kernel["fallback"] = runs, K.step_fallback(runs, [op["op"] for op in ops])
 
     def _generate_kernels(self) -> None:
         """Each launch that a Triton template fits becomes a generated kernel (backend "triton",
@@ -665,6 +695,13 @@ class _RankBuilder:
             if frees.get(i):
                 steps.append({"kind": FREE, "values": frees[i]})
         self.plan.steps = steps
+
+
+def _spec_of(value: dict) -> TensorSpec:
+    """A plan value's type: its static dims, DYN for the others (symbol names, "?")."""
+    from sdc.dialect.shapes import DYN
+
+    return TensorSpec(tuple(d if isinstance(d, int) else DYN for d in value["shape"]), value["dtype"])
 
 
 def _layout(op) -> list[int] | None:

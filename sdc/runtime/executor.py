@@ -37,13 +37,15 @@ from sdc.dialect.opdef import RefEnv, get_op
 from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect import symexpr
 from sdc.dialect.shapes import DYN, TensorSpec, block_transpose_indices, broadcast_shapes
-from sdc.runtime import c_conv, gate, plan_schema as S
+from sdc.runtime import c_conv, gate, kernel_choice, plan_schema as S
 from sdc.runtime.c_launcher import c_kernels_enabled
+from sdc.runtime.counters import Counters
 from sdc.runtime.format import decode_value
 from sdc.runtime.kept import kept
 from sdc.runtime.profile import Profiler, StepInfo
 from sdc.runtime.arena import Arena, arena_enabled, into
-from sdc.runtime.reference_kernels import fuse_epilogues, reference_kernel
+from sdc.runtime.format import C_CONV, FALLBACKS, GENERATED_C, ONEDNN, REFERENCE, TORCH
+from sdc.runtime.reference_kernels import built_kernel, fuse_epilogues, reference_kernel
 
 ErrorFactory = Callable[[str], SdcError]
 
@@ -202,6 +204,17 @@ class PreparedOp:
 
 
 @dataclass(frozen=True, eq=False)
+class _CountFallback:
+    """The first instruction of a C launch's fallback: counts the call (sdc/runtime/counters.py)."""
+
+    fell_back: Callable[[str], None]
+    kernel: str
+
+    def __call__(self, vals: list, state: RunState) -> None:
+        self.fell_back(self.kernel)
+
+
+@dataclass(frozen=True, eq=False)
 class FreeSlots:
     slots: tuple[int, ...]
     keep: tuple[int, ...]  # slots whose memory a later alloc reuses: moved to `spare[slot]`, not dropped
@@ -321,6 +334,10 @@ class ReferenceExecutor:
         cuda (`fp32_math`); otherwise they compute in full f32."""
         self.mesh = dict(mesh)
         self.tf32 = tf32
+        # what ran, per launch step (sdc/runtime/counters.py); `loaded` collects each op's prepared kernel
+        self.counters = Counters()
+        self.loaded: dict[str, list[tuple[str, str]]] = {}  # step id -> (planned, prepared) per op
+        self.launch_steps: dict[int, str] = {}  # id of a kernel launch instruction -> its step's id
         self.comm = comm
         self.device = device
         cuda = device is not None and device.type == "cuda"
@@ -384,8 +401,12 @@ class ReferenceExecutor:
                 fallback = _straight_line(_fuse_bias_adds(
                     [self._op(step, entry, weights, error, allocated, from_comm) for entry in fuse_epilogues(step.ops)],
                     self.initial), comm)
-                self.program.append(prepare_c_launch(step, self.slots, program.values, kernels, error, list(fallback),
-                                                     c_libraries, device, self.initial))
+                self.loaded.pop(step.id, None)  # (its ops are the fallback's; the launch is the C kernel)
+                counted = (_CountFallback(self.counters.hook(step.id, GENERATED_C), step.fallback or TORCH), *fallback)
+                launch = prepare_c_launch(step, self.slots, program.values, kernels, error, list(counted),
+                                          c_libraries, device, self.initial)
+                self.loaded[step.id] = [(step.runs, GENERATED_C if launch.fn is not None else TORCH)]
+                self.program.append(launch)
             elif isinstance(step, S.Launch):
                 self.kernel_count += 1
                 # a convolution takes the relu/add after it: oneDNN post-ops on the CPU, one fused cuDNN
@@ -414,6 +435,10 @@ class ReferenceExecutor:
             if len(self.program) > first:
                 # a profiled call runs the unspecialized instructions, with the same thread gate
                 self.segments.append((_step_info(step), tuple(map(_gated, self.program[first:]))))
+            if isinstance(step, S.Launch):
+                self._count(step)
+                for instruction in self.program[first:]:  # (a generated kernel's launch, and its arena views)
+                    self.launch_steps[id(instruction)] = step.id
         # What an unprofiled call runs: the same instructions, plain ops specialized with their frees.
         program_now = self.program
         if c_libraries is not None and (device is None or device.type == "cpu"):
@@ -426,6 +451,7 @@ class ReferenceExecutor:
 
             program_now = build_runs(program_now, comm, self.initial)
         self.fast_program = _straight_line(program_now, comm)
+        self.fast_steps = self._steps_of(program_now)
         # Reference kernels (torch ops) make tensors without naming a device and compute f32 products
         # through cuBLAS/cuDNN, so on a device they run under torch's default-device mode and
         # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names
@@ -442,26 +468,71 @@ class ReferenceExecutor:
         self.graph_reason = static_reason(program, device)  # why calls are not captured, or None
         self.graphs = GraphRunner(self._run_eager, device) if self.graph_reason is None else None
 
+    def _steps_of(self, program: list) -> tuple[str, ...]:
+        """The ids of the launch and collective steps that the instructions of `program` run, in order
+        (a run of C kernels: its members'), each once: what an unprofiled call executes."""
+        out: list[str] = []
+        for instruction in program:
+            members = getattr(instruction, "members", None)
+            if members is not None:
+                out += self._steps_of(list(members))
+            elif isinstance(instruction, PreparedOp):
+                out.append(instruction.step_id)
+            elif id(instruction) in self.launch_steps:
+                out.append(self.launch_steps[id(instruction)])
+        return tuple(dict.fromkeys(out))
+
+    def executed_steps(self) -> tuple[str, ...]:
+        """The launch and collective steps an unprofiled call runs, in order (test_kernel_choice.py
+        checks they are the plan's)."""
+        return self.fast_steps
+
+    def _count(self, step: S.Launch) -> None:
+        """The step's entry in the counters: the plan's kernel, and the one load prepared (the planned
+        one, unless an op's kernel cannot run on this host: then what it was prepared with instead)."""
+        ops = self.loaded.pop(step.id, [])
+        names = tuple(e.op for e in step.ops)
+        runs, fallback = step.runs, step.fallback
+        if step.backend == REFERENCE and ops and all(e.runs is None for e in step.ops):  # a plan that does not say
+            runs = kernel_choice.step_kernel([planned for planned, _ in ops])
+            fallback = kernel_choice.step_fallback(runs, names)
+        loaded = runs
+        if any(planned != prepared for planned, prepared in ops):
+            loaded = kernel_choice.step_kernel([prepared for _, prepared in ops])
+        self.counters.add_step(step.id, runs, fallback, loaded, names, tuple(prepared for _, prepared in ops))
+
     def _op(self, step: S.Launch, entry: S.OpEntry, weights: dict, error: ErrorFactory, allocated: set[str],
             from_comm: set[str]) -> PreparedOp:
         opdef = _opdef(entry.op, step, error)
         attrs = self._attrs(entry.attrs, weights, step.where, error)
+        on_cpu = self.device is None or self.device.type == "cpu"
+        constants = tuple(self.initial[self.slots[v]] for v in entry.inputs) if on_cpu else ()
+        operands = tuple(self.specs[v] for v in entry.inputs)
+        # the planner's choice of kernel (a plan that does not say: the same rule, now)
+        planned = entry.runs or kernel_choice.op_kernel(opdef.name, attrs, operands, constants, entry.in_place,
+                                                        on_cpu, c_kernels_enabled())
+        fell_back = self.counters.hook(step.id, planned) if planned in FALLBACKS else None
         try:
-            on_cpu = self.device is None or self.device.type == "cpu"
-            constants = tuple(self.initial[self.slots[v]] for v in entry.inputs) if on_cpu else ()
             first = self.specs[entry.inputs[0]].shape if entry.inputs else None
             kernel = reference_kernel(opdef.name, opdef.ref, entry.in_place, constants, attrs,
-                                      tuple(d if isinstance(d, int) else None for d in first) if first else None)
+                                      tuple(d if isinstance(d, int) else None for d in first) if first else None,
+                                      kernel=planned, fell_back=fell_back)
         except ValueError as e:
             raise error(f"{step.where}: {e}") from None
         direct = None
         if kernel is opdef.ref:
-            direct = _direct_kernel(opdef.name, attrs, tuple(self.specs[v] for v in entry.inputs), constants, on_cpu)
+            direct = _direct_kernel(opdef.name, attrs, operands, constants, on_cpu, c_library=planned == C_CONV,
+                                    fell_back=fell_back)
             # a broadcast may return a strided view where its readers are torch ops and no caller owns it
             view = on_cpu and self.comm is None and not any(self.slots[v] in self.output_slots for v in entry.outputs)
             kernel = _shape_kernel(opdef.name, attrs, kernel, view) if direct is None else kernel
         elif entry.in_place is not None and not attrs:
-            direct = _direct_in_place(opdef.name, entry.in_place, tuple(self.specs[v] for v in entry.inputs))
+            direct = _direct_in_place(opdef.name, entry.in_place, operands)
+        if planned in (C_CONV, ONEDNN):  # where this host cannot, it runs what it fell back to, every call
+            prepared = built_kernel(kernel) or getattr(direct, "sdc_kernel", None) or TORCH
+        else:
+            prepared = planned
+        self.loaded.setdefault(step.id, []).append((planned, prepared))
         return PreparedOp(
             name=opdef.name, step=f"kernel {step.id}", step_id=step.id, loc=entry.loc, kernel=kernel, attrs=attrs,
             ins=tuple(self.slots[v] for v in entry.inputs), outs=tuple(self.slots[v] for v in entry.outputs),
@@ -496,6 +567,7 @@ class ReferenceExecutor:
             profiler: Profiler | None = None) -> list[torch.Tensor]:
         """One call. With a `profiler`, each launch and collective step is timed (sdc.runtime.profile);
         on CUDA without one, calls are captured into CUDA graphs and replayed (sdc.runtime.cuda_graphs)."""
+        self.counters.calls += 1
         if self.graphs is not None and profiler is None:
             return self.graphs.run(inputs, symbols)
         return self._run_eager(inputs, symbols, profiler)
@@ -769,18 +841,21 @@ _DIRECT: dict[str, str] = {
 
 
 def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
-                   constants: tuple[torch.Tensor | None, ...] = (), on_cpu: bool = False) -> Callable[..., Any] | None:
+                   constants: tuple[torch.Tensor | None, ...] = (), on_cpu: bool = False, c_library: bool | None = None,
+                   fell_back: Callable[[str], None] | None = None) -> Callable[..., Any] | None:
     """The torch function that op `name`'s reference semantics reduce to for these operand types and
     attributes, or None (then the reference function runs). `constants` holds, per operand, the weight it
     is bound to at load (or None); `on_cpu`: the plan runs on the CPU, where every reader of a value is a
     torch op that takes strides (a generated kernel on a device may not). test_executor_direct.py checks
-    each one against the op's reference function."""
+    each one against the op's reference function. `c_library`: the plan chose sdc's C kernel library
+    for the op (None: wherever it applies); `fell_back` counts the calls that C kernel does not take."""
     if any(spec.dtype in _WIDE_UNSIGNED for spec in operands):
         return None
-    if name == "mul" and on_cpu and not attrs and c_kernels_enabled():
+    in_c = on_cpu and (c_kernels_enabled() if c_library is None else c_library)
+    if name == "mul" and in_c and not attrs:
         scale = _channel_scale(operands)
         if scale is not None:
-            return c_conv.scale_channels_kernel(scale)
+            return c_conv.scale_channels_kernel(scale, fell_back)
     if name in _DIRECT and not attrs:
         return getattr(torch, _DIRECT[name])
     if name == "div" and not attrs and operands and all(dtypes.is_float(spec.dtype) for spec in operands):
@@ -800,23 +875,14 @@ def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
         return _cast(operands[0].dtype, attrs["dtype"])
     if not operands or not all(isinstance(v, (int, list)) for v in attrs.values()):
         return None
-    return _direct_shape_op(name, attrs, operands, constants, on_cpu)
+    return _direct_shape_op(name, attrs, operands, constants, on_cpu, in_c, fell_back)
 
 
 _IN_PLACE_METHODS = {"add": torch.Tensor.add_, "sub": torch.Tensor.sub_, "mul": torch.Tensor.mul_,
                      "div": torch.Tensor.div_}
 
 
-def _channel_scale(operands: tuple[TensorSpec, ...]) -> int | None:
-    """Which operand of a float32 `mul` of two 4-d operands scales the other's channels (a [N, C, 1, 1]
-    against a [N, C, H, W] whose image is not statically one pixel: a squeeze-excite block's), or None."""
-    if len(operands) != 2 or any(o.dtype != "f32" or o.rank != 4 for o in operands):
-        return None
-    for scale in (1, 0):
-        s, x = operands[scale], operands[1 - scale]
-        if s.shape[2] == s.shape[3] == 1 and (x.shape[2], x.shape[3]) != (1, 1) and s.shape[1] in (x.shape[1], DYN):
-            return scale
-    return None
+_channel_scale = kernel_choice.channel_scale  # which operand of a mul scales the other's channels, or None
 
 
 def _direct_in_place(name: str, in_place: int, operands: tuple[TensorSpec, ...]) -> Callable[..., Any] | None:
@@ -856,7 +922,8 @@ def _static_reshape(dims: list) -> tuple[int, ...] | None:
 
 
 def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
-                     constants: tuple[torch.Tensor | None, ...], on_cpu: bool) -> Callable[..., Any] | None:
+                     constants: tuple[torch.Tensor | None, ...], on_cpu: bool, in_c: bool = False,
+                     fell_back: Callable[[str], None] | None = None) -> Callable[..., Any] | None:
     """`_direct_kernel` for the shape, indexing and normalization ops whose reference function reads
     its attributes and the operand's rank on every call (split, gather, unsqueeze, ...): the same torch
     call with what it reads fixed at load. Their results are views exactly where the reference's are,
@@ -886,7 +953,7 @@ def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
         # without its per-call dtype test and index tuple
         blocks = _block_transpose(constants[1] if len(constants) > 1 else None, x.shape[axis % x.rank])
         if blocks is not None:
-            return _block_transpose_at(axis % x.rank, *blocks)
+            return _block_transpose_at(axis % x.rank, *blocks, in_c=in_c, fell_back=fell_back)
         if axis % x.rank == 0:
             return operator.getitem
         return _gather_at(axis % x.rank)
@@ -903,9 +970,8 @@ def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
     if name in ("softmax", "log_softmax") and x.dtype in ("f32", "f64"):
         return functools.partial(getattr(torch, name), dim=axis)
     if name == "concat" and len(operands) == 2:
-        if (on_cpu and c_kernels_enabled() and x.rank == 4 and axis % 4 == 1
-                and all(o.dtype == "f32" and o.rank == 4 for o in operands)):
-            return c_conv.concat_channels_kernel()
+        if in_c and kernel_choice.concat_in_c(axis, operands):
+            return c_conv.concat_channels_kernel(fell_back)
         return _concat(axis)
     if name in ("reduce_mean", "reduce_sum") and x.rank and isinstance(attrs.get("axes"), list):
         return _reduction(name, x, attrs["axes"], bool(attrs.get("keepdims")))
@@ -982,36 +1048,35 @@ def _gather_at(axis: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor
     return run
 
 
-def _block_transpose(indices: torch.Tensor | None, size: int) -> tuple[int, int] | None:
-    """(a, b) where `indices` (a weight) is the permutation of a dim of `size` = a*b split into [a, b],
-    transposed and joined (`shapes.block_transpose_indices`: a channel shuffle), else None."""
-    if (indices is None or indices.dim() != 1 or indices.dtype != torch.int64 or size == DYN
-            or indices.numel() != size or size < 4 or indices.device.type != "cpu"):
-        return None
-    b = int(indices[1])
-    if b < 2 or size % b or size // b < 2:
-        return None
-    a = size // b
-    return (a, b) if torch.equal(indices, torch.tensor(block_transpose_indices(a, b))) else None
+_block_transpose = kernel_choice.block_transpose  # (a, b) of a channel shuffle's indices, or None
 
 
-def _block_transpose_at(axis: int, a: int, b: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def _block_transpose_at(axis: int, a: int, b: int, in_c: bool = True,
+                        fell_back: Callable[[str], None] | None = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The gather of a channel shuffle as one copy in the operand's memory order: the dim is split in
     [a, b] and the two swapped where it lies (so a channels-last operand gives a channels-last result,
-    which torch's indexing does not), against an index_select that reads each element by its index."""
-    in_c = c_conv.block_transpose_kernel(a, b)
+    which torch's indexing does not), against an index_select that reads each element by its index.
+    With `in_c` a channels-last image is shuffled by sdc's C kernel; `fell_back` counts the calls it
+    does not take."""
+    in_library = c_conv.block_transpose_kernel(a, b) if in_c else None
 
     def run(data: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         if data.dim() == 4 and axis == 1 and data.is_contiguous(memory_format=torch.channels_last) \
                 and not data.is_contiguous():
-            shuffled = in_c(data)  # one pass of small transposes, 2-4x torch's copy
+            shuffled = in_library(data) if in_library is not None else None  # small transposes, 2-4x torch's copy
             if shuffled is not None:
                 return shuffled
+            if in_library is not None and fell_back is not None:
+                fell_back(TORCH)
             lying = data.permute(0, 2, 3, 1)
             return lying.unflatten(3, (a, b)).transpose(3, 4).reshape(lying.shape).permute(0, 3, 1, 2)
+        if in_library is not None and fell_back is not None:
+            fell_back(TORCH)
         return data.unflatten(axis, (a, b)).transpose(axis, axis + 1).reshape(data.shape)
 
-    run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run of C kernels)
+    if in_library is not None:
+        run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run of C kernels)
+        run.sdc_kernel = C_CONV
     return run
 
 

@@ -42,6 +42,39 @@ CUDA = "cuda"  # generated CUDA C++ kernels, sources in kernels/ (sdc/codegen/cu
 C = "c"  # generated C kernels of the CPU target, one source per rank in kernels/ (sdc/codegen/cpu, sdc/runtime/c_launcher.py)
 COMPUTE_STREAM = "compute"
 
+# ---------------------------------------------------------------- the kernel that runs a launch (kernel.runs)
+#
+# sdc/runtime/kernel_choice.py says which op gets which; docs/artifact.md lists them.
+
+GENERATED_C = "c"
+GENERATED_TRITON = "triton"
+GENERATED_CUDA = "cuda_cpp"
+C_CONV = "c_conv"
+ONEDNN = "onednn"
+CUDNN = "cudnn"
+CUDNN_FUSED = "cudnn_fused"
+CUBLAS = "cublas"
+TORCH = "torch"
+
+# every kernel a plan may name, most specific first (a group's kernel is its ops' first in this order)
+KERNELS: dict[str, str] = {
+    GENERATED_C: "generated C",
+    GENERATED_TRITON: "generated Triton",
+    GENERATED_CUDA: "generated CUDA C++",
+    C_CONV: "sdc's C kernel library (c_conv.c)",
+    ONEDNN: "oneDNN through torch",
+    CUDNN_FUSED: "cuDNN fused through torch",
+    CUDNN: "cuDNN through torch",
+    CUBLAS: "cuBLAS through torch",
+    TORCH: "torch",
+}
+
+# the backend of a generated kernel -> the kernel's name
+GENERATED_KERNELS = {C: GENERATED_C, TRITON: GENERATED_TRITON, CUDA: GENERATED_CUDA}
+
+# what a kernel may fall back to at run time, where a call does not fit it (none: it takes every call)
+FALLBACKS: dict[str, tuple[str, ...]] = {GENERATED_C: (TORCH,), C_CONV: (ONEDNN, TORCH), ONEDNN: (TORCH,)}
+
 
 def launch_ops(step: dict) -> list[dict]:
     """The ops of a `launch` step's kernel group ([] for any other step): what a reference kernel

@@ -31,7 +31,7 @@ from typing import Any, Union
 from sdc import dtypes
 from sdc.dialect import symexpr
 from sdc.runtime.format import COLLECTIVE, KERNELS_DIR, LAUNCH, RECORD, REFERENCE, STEP_KINDS, TRITON, WAIT
-from sdc.runtime.format import C, CUDA
+from sdc.runtime.format import C, CUDA, FALLBACKS, GENERATED_KERNELS, KERNELS, TORCH
 
 Dim = Union[int, str]
 
@@ -55,6 +55,7 @@ class OpEntry:
     outputs: tuple[str, ...]
     loc: str = ""
     in_place: int | None = None  # the operand whose memory the op may write its result into
+    runs: str | None = None  # the kernel the planner chose for it (sdc/runtime/kernel_choice.py); None: not said
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,8 @@ class Launch(Step):
     triton: TritonKernel | None = None
     cuda: CudaKernel | None = None
     c: CKernel | None = None
+    runs: str = TORCH  # the kernel that runs it (format.KERNELS), as the planner chose it
+    fallback: str | None = None  # what it may fall back to at run time (format.FALLBACKS), or None
 
 
 @dataclass(frozen=True)
@@ -504,7 +507,8 @@ class _Reader:
         triton = _triton_kernel(kernel, inputs, outputs, self.values, where) if backend == TRITON else None
         cuda = _cuda_kernel(kernel, inputs, outputs, self.values, where) if backend == CUDA else None
         c = _c_kernel(kernel, inputs, outputs, self.values, where) if backend == C else None
-        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton, cuda, c)
+        runs, fallback = _kernel_choice(kernel, backend, entries, where)
+        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton, cuda, c, runs, fallback)
 
     def _op_entry(self, raw: Any, where: str) -> OpEntry:
         if not isinstance(raw, dict):
@@ -525,7 +529,10 @@ class _Reader:
         if in_place is not None and (not _is_int(in_place) or not 0 <= in_place < len(inputs) or len(outputs) != 1):
             raise PlanError(f"{where}: 'in_place' must be the index of one of its {len(inputs)} operands "
                             f"(and the op must have one result), found {_short(in_place)}")
-        return OpEntry(name, attrs, inputs, outputs, loc, in_place)
+        runs = raw.get("runs")
+        if runs is not None and runs not in KERNELS:
+            raise PlanError(f"{where}: 'runs' must name a kernel ({', '.join(KERNELS)}), found {_short(runs)}")
+        return OpEntry(name, attrs, inputs, outputs, loc, in_place, runs)
 
     def _collective(self, i: int, where: str, raw: dict) -> Collective:
         sid = self._id(raw, where)
@@ -581,6 +588,31 @@ class _Reader:
         for vid in vids:
             self.in_arena.pop(vid, None)
         return Free(i, where, vids)
+
+
+def _kernel_choice(kernel: dict, backend: str, entries: list[OpEntry], where: str) -> tuple[str, str | None]:
+    """A launch's `runs` and `fallback` (the planner's choice of kernel, docs/artifact.md), checked: a
+    generated kernel's is its backend's; a reference group's is one of its ops' choices. A plan that
+    does not say gets its backend's kernel (a reference group's: torch, unless its ops say)."""
+    runs, fallback = kernel.get("runs"), kernel.get("fallback")
+    generated = GENERATED_KERNELS.get(backend)
+    if runs is None:
+        said = [e.runs for e in entries if e.runs is not None]
+        runs = generated or (min(said, key=list(KERNELS).index) if said else TORCH)
+    elif runs not in KERNELS:
+        raise PlanError(f"{where}: 'runs' must name a kernel ({', '.join(KERNELS)}), found {_short(runs)}")
+    elif generated is not None and runs != generated:
+        raise PlanError(f"{where}: a {backend} kernel runs as '{generated}', the plan says {_short(runs)}")
+    elif generated is None and any(e.runs is not None for e in entries) and runs not in {e.runs for e in entries}:
+        raise PlanError(f"{where}: 'runs' is {_short(runs)}, which none of its ops runs "
+                        f"({', '.join(sorted({e.runs for e in entries if e.runs}))})")
+    if "fallback" not in kernel and backend == C:
+        fallback = TORCH  # (the C launcher's own, planned or not)
+    if fallback is not None and fallback not in FALLBACKS.get(runs, ()):
+        allowed = FALLBACKS.get(runs, ())
+        raise PlanError(f"{where}: a '{runs}' kernel falls back to " + (" or ".join(allowed) if allowed else "nothing")
+                        + f", the plan says {_short(fallback)}")
+    return runs, fallback
 
 
 # ---------------------------------------------------------------- generated (triton) kernels
