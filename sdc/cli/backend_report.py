@@ -68,14 +68,14 @@ def backend_lines(rank: dict, target: str) -> list[str]:
     # the CUDA C++ groups (SDC_CUDA_CPP) by op chain, so a reader sees which kernels are not Triton
     cuda_groups: dict[str, list[str]] = {}
     for step in cuda_cpp:
-        chain = "+".join(op.get("op", "?") for op in launch_ops(step))
+        chain = "+".join(op.get("op", "?") for op in launch_ops(step, unmerged=True))
         cuda_groups.setdefault(chain, []).append(str(step.get("id", "?")))
     cuda_lines = [f"  {CUDA_CPP}: {chain} x{len(ids)} ({_shown(ids)})" for chain, ids in sorted(cuda_groups.items())]
     if not through_torch:
         return [head, *cuda_lines]
     groups: dict[tuple[str, str], list[str]] = {}
     for step in through_torch:
-        names = [op.get("op", "?") for op in launch_ops(step)]
+        names = [op.get("op", "?") for op in launch_ops(step, unmerged=True)]
         library = _library(names) if target == "cuda" else "torch"
         if library == "cuDNN" and _cudnn_fused(step, rank):
             library = FUSED_CUDNN
@@ -111,11 +111,19 @@ def kernel_lines(rank: dict) -> list[str]:
         lines.append("  may fall back at run time: " + ", ".join(f"{n} {k} -> {f}" for (k, f), n in sorted(fallbacks.items())))
     chains: dict[tuple[str, str], list[str]] = {}
     for step, runs in chosen:
-        chain = "+".join(op.get("op", "?") for op in launch_ops(step))
+        chain = "+".join(op.get("op", "?") for op in launch_ops(step, unmerged=True))
         chains.setdefault((runs or "?", chain), []).append(str(step.get("id", "?")))
     for (runs, chain), ids in sorted(chains.items(), key=lambda item: (order.index(item[0][0]) if item[0][0] in order
                                                                         else len(order), -len(item[1]), item[0][1])):
         lines.append(f"  {runs}: {chain} x{len(ids)} ({_shown(ids)})")
+    groups = rank.get("calls_as_one") or []
+    for kind, name in (("c_segment", "C segments (generated C kernels, one sdc_run_kernels call)"),
+                       ("c_run", "C runs (c_conv.c kernels, one sdc_run_calls call)")):
+        mine = [g["steps"] for g in groups if g.get("kind") == kind]
+        if mine:
+            lines.append(f"  called as one: {len(mine)} {name}: "
+                         + ", ".join(f"{g[0]}..{g[-1]} ({len(g)})" for g in mine[:SHOWN_IDS])
+                         + (", ..." if len(mine) > SHOWN_IDS else ""))
     return lines
 
 

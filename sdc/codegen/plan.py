@@ -55,6 +55,7 @@ class RankPlan:
     streams: list[str] = field(default_factory=lambda: [COMPUTE_STREAM])
     kernel_sources: dict[str, str] = field(default_factory=dict)  # generated kernels: artifact path -> source
     arena: dict | None = None  # the memory plan (sdc/codegen/memory.py), or None when nothing is planned
+    calls_as_one: list[dict] = field(default_factory=list)  # runs of C calls made as one (codegen/calls_as_one.py)
 
     def to_json(self) -> dict:
         out = {"rank": self.rank, "weights": weights_file(self.rank), "streams": self.streams,
@@ -63,6 +64,8 @@ class RankPlan:
             out["coords"] = self.coords
         if self.arena is not None:
             out["arena"] = self.arena
+        if self.calls_as_one:
+            out["calls_as_one"] = self.calls_as_one
         return out
 
     def launches(self) -> list[dict]:
@@ -482,8 +485,62 @@ class _RankBuilder:
 
             self.plan.steps = write_concats_in_place(self.plan.values, self.plan.outputs, self.plan.steps,
                                                      self.plan.inputs, self.result_dims)
+        if self.on_cpu:
+            self._merge_conv_epilogues()
         self._choose_kernels()
+        if self.on_cpu and self.c_kernels:
+            from sdc.codegen.calls_as_one import plan_calls_as_one
+
+            self.plan.calls_as_one = plan_calls_as_one(self.plan.steps, self.plan.values, self.plan.outputs)
         prune_weights(self.plan)
+
+    def _merge_conv_epilogues(self) -> None:
+        """A CPU plan's reference convolutions take the add and unary op after them that the in-place
+        marks allow (reference_kernels.fuse_epilogues): one conv entry with `sdc.epilogue`, which its
+        kernel (sdc's C library, oneDNN's post-ops) applies as it writes the result. The merged ops'
+        intermediate values leave the plan (their free steps too). (On cuda the executor still merges
+        them at load, for cuDNN's fused call.)"""
+        from sdc.runtime.plan_schema import OpEntry
+        from sdc.runtime.reference_kernels import fuse_epilogues
+
+        dropped: set[str] = set()
+        for step in self.plan.steps:
+            if step["kind"] != LAUNCH or step["kernel"]["backend"] != REFERENCE:
+                continue
+            ops = step["kernel"]["ops"]
+            if not any(op["op"] == "conv" for op in ops):
+                continue
+            entries = [OpEntry(op["op"], op.get("attrs", {}), tuple(op["inputs"]), tuple(op["outputs"]),
+                               in_place=op.get("in_place")) for op in ops]
+            merged = fuse_epilogues(entries)
+            if len(merged) == len(entries):
+                continue
+            original = {id(e): op for e, op in zip(entries, ops)}
+            kept = {id(e) for e in merged}
+            new_ops = []
+            for entry in merged:
+                if id(entry) in original:
+                    new_ops.append(original[id(entry)])
+                    continue
+                conv = next(op for e, op in zip(entries, ops) if e.op == "conv" and id(e) not in kept
+                            and e.inputs == entry.inputs[:len(e.inputs)] and op not in new_ops)
+                new_ops.append({**conv, "attrs": dict(entry.attrs), "inputs": list(entry.inputs),
+                                "outputs": list(entry.outputs)})
+            made = {v for op in ops for v in op["outputs"]}
+            dropped |= made - {v for op in new_ops for v in op["outputs"]}
+            step["kernel"]["ops"] = new_ops
+        if not dropped:
+            return
+        steps = []
+        for step in self.plan.steps:
+            if step["kind"] == FREE:
+                step["values"] = [v for v in step["values"] if v not in dropped]
+                if not step["values"]:
+                    continue
+            steps.append(step)
+        self.plan.steps = steps
+        for vid in dropped:
+            self.plan.values.pop(vid, None)
 
     def _choose_kernels(self) -> None:
         """Name the kernel of every launch (`kernel.runs`) and what it may fall back to at run time

@@ -1,4 +1,7 @@
-"""sdc's own C convolutions for the CPU, over channels-last float32 tensors (`c_conv.c`).
+"""sdc's hand-written C kernel library for the CPU (`c_conv.c`): convolutions and the other ops below,
+over channels-last float32 tensors. It is one of the kernels the planner chooses per op (plan.json
+`"runs": "c_conv"`, sdc/runtime/kernel_choice.py); the executor builds its kernels only for those ops,
+and a call one does not take runs the planned fallback, counted (sdc/runtime/counters.py).
 
 oneDNN runs grouped and depthwise convolutions far from the machine's peak and costs some 25 us per
 call besides; ShuffleNet's 1x1 convolutions of 4 groups took 185 us each inside the model where

@@ -228,6 +228,7 @@ class ReferenceExecutor:
             program_now = build_runs(program_now, comm, self.initial)
         self.fast_program = _straight_line(program_now, comm)
         self.fast_steps = self._steps_of(program_now)
+        self.fast_runs = tuple(i for i in program_now if hasattr(i, "members"))
         # Reference kernels (torch ops) make tensors without naming a device and compute f32 products
         # through cuBLAS/cuDNN, so on a device they run under torch's default-device mode and
         # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names
@@ -244,6 +245,16 @@ class ReferenceExecutor:
         self.graph_reason = static_reason(program, device)  # why calls are not captured, or None
         self.graphs = GraphRunner(self._run_eager, device) if self.graph_reason is None else None
 
+    def runs_as_one(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The runs of steps an unprofiled call makes as one instruction: (kind, step ids), in order.
+        test_kernel_choice.py checks they are the plan's `calls_as_one`, which the planner found the
+        same way (sdc/codegen/calls_as_one.py)."""
+        from sdc.runtime.c_runs import CRun
+        from sdc.runtime.c_segment import CSegment
+
+        return [("c_segment" if isinstance(i, CSegment) else "c_run", self._steps_of(list(i.members)))
+                for i in self.fast_runs if isinstance(i, (CSegment, CRun))]
+
     def _steps_of(self, program: list) -> tuple[str, ...]:
         """The ids of the launch and collective steps that the instructions of `program` run, in order
         (a run of C kernels: its members'), each once: what an unprofiled call executes."""
@@ -253,7 +264,7 @@ class ReferenceExecutor:
             if members is not None:
                 out += self._steps_of(list(members))
             elif isinstance(instruction, PreparedOp):
-                out.append(instruction.step_id)
+                out += [*instruction.joined, instruction.step_id]
             elif id(instruction) in self.launch_steps:
                 out.append(self.launch_steps[id(instruction)])
         return tuple(dict.fromkeys(out))
@@ -430,7 +441,9 @@ def _fuse_bias_adds(program: list[Callable[[list, RunState], None]],
                 or weight.dtype not in (torch.float32, torch.float64) or not _last_read(out, j, mm.outs[0])):
             continue
         out[i] = dataclasses.replace(mm, ins=(mm.ins[0], mm.ins[1], bias_slot), outs=add.outs, direct=_linear,
-                                     kernel=_linear_kernel, waits_for_comm=mm.waits_for_comm or add.waits_for_comm)
+                                     kernel=_linear_kernel, waits_for_comm=mm.waits_for_comm or add.waits_for_comm,
+                                     joined=(*mm.joined, *(() if add.step_id == mm.step_id else (add.step_id,)),
+                                             *add.joined))
         out[j] = FreeSlots((), ())
     return [step for step in out if not (isinstance(step, FreeSlots) and not step.slots)]
 
@@ -466,7 +479,8 @@ def _join_concat_chains(program: list[Callable[[list, RunState], None]],
         in_c = getattr(outer.direct, "c_run_member", False) and len(parts) <= c_conv.CONCAT_PARTS
         out[j] = dataclasses.replace(outer, ins=parts, kernel=_concat_kernel,
                                      direct=outer.direct if in_c else _concat(axis),
-                                     waits_for_comm=inner.waits_for_comm or outer.waits_for_comm)
+                                     waits_for_comm=inner.waits_for_comm or outer.waits_for_comm,
+                                     joined=(*inner.joined, inner.step_id, *outer.joined))
         out[i] = FreeSlots((), ())
         for k in range(i + 1, j):
             out[k] = FreeSlots((), ())

@@ -54,6 +54,7 @@ class PreparedOp:
     into_buffers: bool  # writes a value an `alloc` step made: copy the result into that buffer
     stream: Any = None  # the CUDA stream it runs on, or None for the current one
     direct: Callable[..., Any] | None = None  # the torch function the kernel equals here (`_direct_kernel`)
+    joined: tuple[str, ...] = ()  # the earlier steps whose op this one also runs (a concat chain, a bias add)
 
     def where(self) -> str:
         return f"{self.loc}: " if self.loc else ""

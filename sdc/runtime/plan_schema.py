@@ -226,6 +226,9 @@ class RankProgram:
     streams: tuple[str, ...]
     steps: tuple[Step, ...]
     arena: Arena | None = None
+    # runs of consecutive steps the CPU runtime calls as one, as the planner found them:
+    # (kind, step ids), kind "c_segment" or "c_run" (sdc/codegen/calls_as_one.py); () where it does not say
+    calls_as_one: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def collective_axes(self) -> list[list[str]]:
         """Every set of mesh axes the rank's collectives run over (each needs a process group)."""
@@ -270,7 +273,34 @@ def parse_rank_plan(raw: Any) -> RankProgram:
     for vid in outputs:
         if vid not in reader.defined:
             raise PlanError(f"rank {rank}: output value '{vid}' is never computed")
-    return RankProgram(rank, raw["weights"], values, inputs, outputs, tuple(streams), steps, reader.arena)
+    groups = _calls_as_one(rank, raw.get("calls_as_one", []), steps)
+    return RankProgram(rank, raw["weights"], values, inputs, outputs, tuple(streams), steps, reader.arena, groups)
+
+
+CALLS_AS_ONE = ("c_segment", "c_run")
+
+
+def _calls_as_one(rank: int, raw: Any, steps: tuple) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A rank's `calls_as_one`, checked: each a kind and launch step ids of the plan, in plan order (a
+    step may end one and start the next: its ops are cut between them)."""
+    where = f"rank {rank}: calls_as_one"
+    if not isinstance(raw, list):
+        raise PlanError(f"{where} must be a list of {{\"kind\", \"steps\"}}, found {_short(raw)}")
+    order = {s.id: n for n, s in enumerate(steps) if isinstance(s, Launch)}
+    out = []
+    for n, group in enumerate(raw):
+        kind = group.get("kind") if isinstance(group, dict) else None
+        ids = group.get("steps") if isinstance(group, dict) else None
+        if kind not in CALLS_AS_ONE or not isinstance(ids, list) or not ids:
+            raise PlanError(f"{where}[{n}] must have a 'kind' ({', '.join(CALLS_AS_ONE)}) and a non-empty 'steps' "
+                            f"list, found {_short(group)}")
+        unknown = [sid for sid in ids if sid not in order]
+        if unknown:
+            raise PlanError(f"{where}[{n}] names step {_short(unknown[0])}, which is not a launch step of the plan")
+        if [order[sid] for sid in ids] != sorted(order[sid] for sid in ids) or len(set(ids)) != len(ids):
+            raise PlanError(f"{where}[{n}]: its steps must be distinct and in plan order, found {_short(ids)}")
+        out.append((kind, tuple(ids)))
+    return tuple(out)
 
 
 def _arena(rank: int, raw: Any, values: dict[str, Value], protected: set[str]) -> Arena | None:

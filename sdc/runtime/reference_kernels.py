@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from sdc.runtime import c_conv
-from sdc.runtime.format import C_CONV, ONEDNN
+from sdc.runtime.format import C_CONV, EPILOGUE, EPILOGUE_ATTRS, ONEDNN
 from sdc.runtime.c_launcher import c_kernels_enabled
 from sdc.runtime.gate import small_conv
 from sdc.runtime.kept import kept
@@ -377,10 +377,9 @@ def _patch_matmul(x: torch.Tensor, matrix: torch.Tensor, kernel: list[int], bias
     return out if x.is_contiguous(memory_format=torch.channels_last) else out.contiguous()
 
 
-# The attributes `fuse_epilogues` adds to a convolution: the ops after it that its kernel applies
-# (an `add`, then one unary op, each optional), and that unary op's attributes as [name, value] pairs.
-EPILOGUE = "sdc.epilogue"
-EPILOGUE_ATTRS = "sdc.epilogue_attrs"
+# `fuse_epilogues` adds EPILOGUE and EPILOGUE_ATTRS (sdc.runtime.format) to a convolution: the ops after
+# it that its kernel applies (an `add`, then one unary op, each optional), and that unary op's
+# attributes as [name, value] pairs.
 
 # The unary ops a convolution's kernel applies as it writes its result: oneDNN's post-op for each
 # (`_onednn_post_op`), in place after the convolution where it has none for the op's attributes.

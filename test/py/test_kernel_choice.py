@@ -227,3 +227,32 @@ def test_the_executed_steps_are_the_plans_on_cuda(name, tmp_path, monkeypatch):
     _check_ran_as_planned(exe, rank)
     assert {s["kernel"]["runs"] for s in _launches(rank)} <= {"triton", "cuda_cpp", "cudnn", "cudnn_fused", "cublas",
                                                                "torch"}
+
+
+# ---------------------------------------------------------------- runs of C calls made as one
+
+
+@needs_c_compiler
+@pytest.mark.parametrize("name", ["resnet50", "inception_v2", "shufflenet"])
+def test_the_runs_called_as_one_are_the_plans(name, tmp_path):
+    """plan.json's `calls_as_one` (sdc/codegen/calls_as_one.py) are the C segments and C runs the
+    executor makes; Inception-v2's concat chains joined at load still run every step of the plan."""
+    art = tmp_path / f"{name}.sdc"
+    exe = sdc.compile(str(LIGHT / f"light_{name}.onnx"), output=art)
+    rank = json.loads((art / "plan.json").read_text())["ranks"][0]
+    recorded = [(g["kind"], tuple(g["steps"])) for g in rank["calls_as_one"]]
+    assert recorded and {kind for kind, _ in recorded} <= {"c_segment", "c_run"}
+    assert exe._executor.runs_as_one() == recorded
+    assert list(exe._executor.executed_steps()) == [s["id"] for s in _launches(rank)]
+
+
+def test_bad_calls_as_one_are_refused_at_load():
+    raw = _rank_plan()
+    raw["calls_as_one"] = [{"kind": "c_run", "steps": ["k0"]}]
+    assert parse_rank_plan(copy.deepcopy(raw)).calls_as_one == (("c_run", ("k0",)),)
+    raw["calls_as_one"] = [{"kind": "c_run", "steps": ["k9"]}]
+    with pytest.raises(PlanError, match=r"calls_as_one\[0\] names step 'k9', which is not a launch step"):
+        parse_rank_plan(copy.deepcopy(raw))
+    raw["calls_as_one"] = [{"kind": "fused", "steps": ["k0"]}]
+    with pytest.raises(PlanError, match=r"calls_as_one\[0\] must have a 'kind' \(c_segment, c_run\)"):
+        parse_rank_plan(raw)
