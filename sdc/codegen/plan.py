@@ -12,9 +12,13 @@ result stored as a new weight (the folded weights of sdc-fold-conv-batch-norm, l
 slices of weights, each rank's block of an all_slice). A weight with a non-row-major layout is
 stored in that physical order (its value records the `layout`; the runtime views it back
 logically). The planner also chooses the reference kernels: a convolution takes a per-channel add
-as its bias (on cuda too, where the Triton conv template reads it as an operand). It
-marks the ops that may run in place, and puts a `free` step after the last reader of each
-intermediate. The runtime only honours all of this. The plan is plain JSON (`Plan.to_json()`).
+as its bias (on cuda too, where the Triton conv template reads it as an operand), and on the CPU
+the add and unary op after it (its epilogue, `_merge_conv_epilogues`). It
+marks the ops that may run in place, puts a `free` step after the last reader of each
+intermediate, names the kernel of every launch and its planned fallback (`_choose_kernels`,
+sdc/runtime/kernel_choice.py), and on the CPU records which steps the runtime calls as one
+(`calls_as_one`, sdc/codegen/calls_as_one.py). The runtime only honours all of this. The plan is
+plain JSON (`Plan.to_json()`).
 """
 
 from __future__ import annotations

@@ -8,10 +8,15 @@ A rank's plan is a values table and an ordered list of steps, each with a `kind`
   kernel writes in place: sdc/codegen/memory.py `write_concats_in_place`);
 - `launch`: a kernel on a stream, with the values it reads and writes; its `kernel` says which
   backend runs it (`reference`: a group of sdc ops run by their reference semantics; `triton`,
-  `cuda`, `c`: a generated Triton, CUDA C++ or C kernel, its source in kernels/);
+  `cuda`, `c`: a generated Triton, CUDA C++ or C kernel, its source in kernels/), which kernel the
+  planner chose for it (`runs`, each op of a reference group its own) and its planned `fallback`
+  (format.KERNELS and FALLBACKS; sdc/runtime/kernel_choice.py);
 - `collective`: one collective op over mesh axes (its group), on a stream;
 - `record` / `wait`: an event recorded on one stream and waited for on another;
 - `free`: values nothing reads any more.
+
+A rank may also list the runs of steps the CPU runtime calls as one (`calls_as_one`,
+sdc/codegen/calls_as_one.py).
 
 `parse_rank_plan` checks everything that can be checked without the weights: the fields and their
 types, that every value is defined before it is read and never read after it is freed, that a
