@@ -952,7 +952,7 @@ def _step_info(step: S.Step) -> StepInfo | None:
     """What the profile reports about a launch or collective step; None for the steps it does not time."""
     if isinstance(step, S.Launch):
         return StepInfo(step.id, "launch", step.backend, tuple(e.op for e in step.ops),
-                        next((e.loc for e in step.ops if e.loc), ""), step.stream)
+                        next((e.loc for e in step.ops if e.loc), ""), step.stream, step.runs)
     if isinstance(step, S.Collective):
         return StepInfo(step.id, "collective", "collective", (step.op,), step.loc, step.stream)
     return None

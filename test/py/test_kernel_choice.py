@@ -256,3 +256,31 @@ def test_bad_calls_as_one_are_refused_at_load():
     raw["calls_as_one"] = [{"kind": "fused", "steps": ["k0"]}]
     with pytest.raises(PlanError, match=r"calls_as_one\[0\] must have a 'kind' \(c_segment, c_run\)"):
         parse_rank_plan(raw)
+
+
+@needs_c_compiler
+def test_a_c_library_kernel_that_does_not_take_a_call_counts_its_fallback(tmp_path):
+    """An image of symbolic batch is planned to become channels-last in sdc's C library
+    (c_conv.channels_last_kernel), which takes images of TO_CHANNELS_LAST_MIN elements or more: a
+    batch of one runs torch's copy instead, and the counters say so for that call alone."""
+    from torch.export import Dim
+
+    from sdc.runtime.c_conv import TO_CHANNELS_LAST_MIN
+
+    torch.manual_seed(0)
+    model = ConvNet().eval()
+    exe = sdc.compile(model, (torch.randn(4, 3, 32, 32),), dynamic_shapes=({0: Dim("batch", min=1, max=8)},),
+                      output=tmp_path / "conv.sdc")
+    rank = json.loads((tmp_path / "conv.sdc" / "plan.json").read_text())["ranks"][0]
+    (first,) = [s for s in _launches(rank) if s["kernel"]["ops"][0]["op"] == "layout_cast"]
+    assert [op["runs"] for op in first["kernel"]["ops"]][:2] == ["c_conv", "c_conv"]
+    assert 3 * 32 * 32 < TO_CHANNELS_LAST_MIN <= 4 * 3 * 32 * 32
+    for batch in (4, 1, 4):
+        x = torch.randn(batch, 3, 32, 32)
+        (got,) = exe(x)
+        with torch.no_grad():
+            torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)
+    counted = exe.counters.to_json()["steps"][first["id"]]
+    assert counted["fallbacks"] == 1
+    ops = len(first["kernel"]["ops"])
+    assert counted["ran"] == {"c_conv": 3 * ops - 1, "torch": 1}
