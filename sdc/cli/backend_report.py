@@ -6,8 +6,9 @@ artifact's kernels/; the CUDA C++ ones are listed by op chain, as `CUDA C++: ...
 a matmul in cuBLAS: vendor libraries, which the GPU issue lets serve a group only where that is
 measured to be faster, and asks `sdc inspect` to name. A convolution group whose epilogue the
 executor hands to cuDNN with the convolution (one `torch.cudnn_convolution_relu` / `_add_relu` call)
-is listed as `cuDNN fused`. Every other reference op is one of torch's own CUDA kernels. Read from
-plan.json alone (no MLIR).
+is listed as `cuDNN fused`. Every other reference op is one of torch's own CUDA kernels. On the CPU
+the groups the plan gives sdc's C kernel library (c_conv.c) are counted as such, and those it gives
+oneDNN are listed as `oneDNN`. Read from plan.json alone (no MLIR).
 
 `kernel_lines` says what will run, from the kernel plan.json names for every launch (`kernel.runs`,
 sdc/runtime/kernel_choice.py): generated C, Triton or CUDA C++, sdc's C kernel library (c_conv.c),
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sdc.runtime.format import C, CUDA, LAUNCH, TRITON, launch_ops
+from sdc.runtime.format import C, C_CONV, CUDA, LAUNCH, ONEDNN, REFERENCE, TRITON, launch_ops
 
 # op family (sdc.dialect.opdef) -> the library torch calls for it on cuda
 VENDOR_LIBRARY = {"convolution": "cuDNN", "contraction": "cuBLAS"}
@@ -59,11 +60,16 @@ def backend_lines(rank: dict, target: str) -> list[str]:
     generated = [s for s in launches if (s.get("kernel") or {}).get("backend") == TRITON]
     cuda_cpp = [s for s in launches if (s.get("kernel") or {}).get("backend") == CUDA]
     c_kernels = [s for s in launches if (s.get("kernel") or {}).get("backend") == C]
-    through_torch = [s for s in launches if (s.get("kernel") or {}).get("backend") not in (TRITON, CUDA, C)]
+    # on the CPU, the groups the plan gives sdc's C kernel library (kernel.runs "c_conv") run in c_conv.c
+    in_library = [s for s in launches if target != "cuda" and (s.get("kernel") or {}).get("backend") == REFERENCE
+                  and (s.get("kernel") or {}).get("runs") == C_CONV]
+    through_torch = [s for s in launches if (s.get("kernel") or {}).get("backend") not in (TRITON, CUDA, C)
+                     and s not in in_library]
     # a CPU plan with C kernels has no Triton ones: its line counts C kernels (and those through torch)
     head = ("kernels: " + (f"{len(generated)} generated (Triton), " if generated or not c_kernels else "")
             + (f"{len(cuda_cpp)} generated (CUDA C++), " if cuda_cpp else "")
             + (f"{len(c_kernels)} generated (C), " if c_kernels else "")
+            + (f"{len(in_library)} in sdc's C kernel library (c_conv.c), " if in_library else "")
             + f"{len(through_torch)} through torch")
     # the CUDA C++ groups (SDC_CUDA_CPP) by op chain, so a reader sees which kernels are not Triton
     cuda_groups: dict[str, list[str]] = {}
@@ -76,7 +82,8 @@ def backend_lines(rank: dict, target: str) -> list[str]:
     groups: dict[tuple[str, str], list[str]] = {}
     for step in through_torch:
         names = [op.get("op", "?") for op in launch_ops(step, unmerged=True)]
-        library = _library(names) if target == "cuda" else "torch"
+        library = _library(names) if target == "cuda" else (
+            "oneDNN" if (step.get("kernel") or {}).get("runs") == ONEDNN else "torch")
         if library == "cuDNN" and _cudnn_fused(step, rank):
             library = FUSED_CUDNN
         groups.setdefault((library, "+".join(names)), []).append(str(step.get("id", "?")))

@@ -196,6 +196,7 @@ def test_inspect_says_what_will_run_and_what_ran(tmp_path, capsys):
     assert sdc_main(["inspect", str(art)]) == 0
     text = capsys.readouterr().out
     # all 53 convolutions (the stem's with its input's layout cast) in sdc's C kernel library
+    assert "    kernels: 2 generated (C), 55 in sdc's C kernel library (c_conv.c), 1 through torch (torch 1)\n" in text
     assert "    will run: 2 generated C, 55 sdc's C kernel library (c_conv.c), 1 torch\n" in text
     assert "      may fall back at run time: 2 c -> torch, 53 c_conv -> onednn, 2 c_conv -> torch\n" in text
     assert sdc_main(["run", str(art), "--profile", "--repeat", "2", "--output-dir", str(out)]) == 0
