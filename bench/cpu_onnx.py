@@ -34,6 +34,8 @@ after each run, and a worker waiting for its next turn beside the timed one made
 change with the others stopped. Every engine gets the same inputs
 (random, seeded). An engine that cannot import, compile or run a model gets a `failed: <one line>`
 cell; the bench goes on. The load average (as `uptime` prints it) is reported before and after.
+Under the table, per model, what ran in sdc: the launch steps per kernel plan.json chose and the op
+calls a timed call made in each kernel, fallbacks included (sdc/runtime/counters.py).
 IREE's compiled modules are cached in `--cache` (keyed by the model's bytes and the flags).
 """
 
@@ -228,7 +230,12 @@ def _load(engine: str, path: Path, feeds: dict, threads: int, cache: Path):
         import sdc
 
         exe = sdc.compile(str(path))
-        return lambda: exe(**feeds)
+
+        def call():
+            exe(**feeds)
+
+        call.counters = exe.counters  # what ran (sdc/runtime/counters.py): the table's footer
+        return call
     if engine == "iree":
         import onnx
         import iree.runtime as rt
@@ -289,6 +296,9 @@ def worker(engine: str, path: str, feeds_path: str, threads: int, cache: str) ->
         prepare = time.perf_counter() - t0
         for _ in range(WARMUP):
             run()
+        counters = getattr(run, "counters", None)
+        if counters is not None:
+            counters.clear()  # (the timed calls' kernels)
     except Exception as e:  # the cell says why; the bench goes on
         say({"error": (f"{type(e).__name__}: {e}".strip().splitlines() or ["failed"])[0][:160]})
         return 0
@@ -299,7 +309,16 @@ def worker(engine: str, path: str, feeds_path: str, threads: int, cache: str) ->
         t = time.perf_counter()
         run()
         say({"ms": 1e3 * (time.perf_counter() - t)})
-    say({"peak_mb": (_status_kb("VmHWM") - base) / 1024})
+    done = {"peak_mb": (_status_kb("VmHWM") - base) / 1024}
+    if counters is not None and counters.calls:
+        from sdc.runtime.counters import kernel_totals
+
+        runs = counters.to_json()
+        planned, ran = kernel_totals(runs)
+        done["kernels"] = {"planned": planned, "ran_per_call": {k: round(n / runs["calls"], 2) for k, n in ran.items()},
+                           "fallback_steps": sorted(sid for sid, st in runs["steps"].items()
+                                                    if st["fallbacks"] or st["loaded"] != st["planned"])}
+    say(done)
     return 0
 
 
@@ -425,6 +444,23 @@ def table(rows: list[tuple[str, dict[str, dict]]], engines: list[str]) -> list[s
     return lines
 
 
+def kernel_footer(rows: list[tuple[str, dict[str, dict]]]) -> list[str]:
+    """Per model, what ran in sdc (plan.json's kernel choices and the counters of the timed calls):
+    the launch steps per planned kernel, the op calls per call per kernel that ran, and the steps that
+    fell back (sdc/runtime/counters.py)."""
+    lines = []
+    for name, res in rows:
+        kernels = (res.get("sdc") or {}).get("kernels")
+        if not kernels:
+            continue
+        planned = ", ".join(f"{k} {n}" for k, n in sorted(kernels["planned"].items(), key=lambda kv: -kv[1]))
+        ran = ", ".join(f"{k} {n:g}" for k, n in sorted(kernels["ran_per_call"].items(), key=lambda kv: -kv[1]))
+        fell = kernels["fallback_steps"]
+        lines.append(f"- {name}: steps {planned}; op calls a call {ran}; "
+                     + (f"fell back: {', '.join(fell[:8])}{' ...' if len(fell) > 8 else ''}" if fell else "no fallbacks"))
+    return ["", "sdc kernels (planned steps; op calls a call that ran in each):", *lines] if lines else []
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--worker":
@@ -475,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU ({os.cpu_count()} cores), {args.threads} threads per engine, medians of interleaved runs (at least "
           f"{args.runs}, up to {args.max_runs} until {args.seconds:g} s of calls), "
           f"{started}; sdc's OpenMP {'spin ' + str(args.sdc_spin) if args.sdc_spin else 'PASSIVE'}; load average (1, 5, 15 min) before: {before}, after: {after}")
-    for line in table(rows, engines):
+    for line in table(rows, engines) + kernel_footer(rows):
         print(line)
     return 0
 

@@ -58,14 +58,14 @@ def _add_rank(report: LayoutReport, rank: dict) -> None:
     size = {vid: value_bytes(v) for vid, v in values.items()}
     steps = [s for s in rank.get("steps", []) if s.get("kind") == LAUNCH]
     used_after: dict[str, int] = {}  # value -> index of the last op reading it
-    ops = [(i, op) for i, s in enumerate(steps) for op in launch_ops(s)]
+    ops = [(i, op) for i, s in enumerate(steps) for op in launch_ops(s, unmerged=True)]
     for n, (_, op) in enumerate(ops):
         for vid in op.get("inputs", []):
             used_after[vid] = n
     returned = set(rank.get("outputs", []))
     report.ops += len(ops)
     report.kernels += len(steps)
-    report.fused += sum(1 for s in steps if len(launch_ops(s)) > 1)
+    report.fused += sum(1 for s in steps if len(launch_ops(s, unmerged=True)) > 1)
     for n, (_, op) in enumerate(ops):  # one kernel per op
         report.bytes_before += sum(size.get(v, 0) for v in set(op.get("inputs", [])))
         report.bytes_before += sum(size.get(v, 0) for v in set(op.get("outputs", []))
@@ -75,8 +75,8 @@ def _add_rank(report: LayoutReport, rank: dict) -> None:
         for vid in op.get("inputs", []):
             last_step[vid] = i
     for i, step in enumerate(steps):
-        made = {v for op in launch_ops(step) for v in op.get("outputs", [])}
-        reads = {v for op in launch_ops(step) for v in op.get("inputs", []) if v not in made}
+        made = {v for op in launch_ops(step, unmerged=True) for v in op.get("outputs", [])}
+        reads = {v for op in launch_ops(step, unmerged=True) for v in op.get("inputs", []) if v not in made}
         writes = {v for v in made if v in returned or last_step.get(v, -1) > i}
         report.bytes_after += sum(size.get(v, 0) for v in reads | writes)
         for op in launch_ops(step):

@@ -296,7 +296,25 @@ def run_command(args, out: TextIO) -> int:
         out.write(f"ran {len(times)} times{warmed}: {format_statistics(times)}\n")
     if profiler is not None:
         write_profile(args, out, profiler)
+    if args.profile:
+        write_counters(args, out, exe)
     return 0
+
+
+def write_counters(args, out: TextIO, exe) -> None:
+    """--profile: what ran, per kernel, and each step that fell back (sdc.runtime.counters); with
+    --output-dir also DIR/runs.json, which `sdc inspect --runs` reads."""
+    from sdc.runtime.counters import RUNS_FILE, format_counters
+
+    counters = exe.counters
+    out.write(format_counters(counters.to_json()))
+    if args.output_dir:
+        path = Path(args.output_dir) / RUNS_FILE
+        try:
+            counters.write(path)
+        except OSError as e:
+            raise SdcError(f"cannot write the run counters '{path}': {e.strerror}") from None
+        out.write(f"wrote {path} (sdc inspect ARTIFACT --runs {path})\n")
 
 
 def timed_runs(exe, inputs: dict, warmup: int, repeat: int, profiler) -> tuple[list[float], list]:
@@ -312,6 +330,7 @@ def timed_runs(exe, inputs: dict, warmup: int, repeat: int, profiler) -> tuple[l
     for _ in range(warmup):
         outputs = exe(**inputs)
     sync()
+    exe.counters.clear()  # (what ran counts the timed calls)
     exe.profiler = profiler
     times = []
     try:
@@ -479,6 +498,14 @@ def inspect_command(args, out: TextIO) -> int:
 
     a = read_artifact(args.artifact)
     m = a.manifest
+    runs = None
+    if args.runs:
+        from sdc.runtime.counters import read_runs
+
+        try:
+            runs = read_runs(args.runs)
+        except ValueError as e:
+            raise SdcError(str(e)) from None
     mesh = ", ".join(f"{k}={v}" for k, v in m["mesh"].items()) or "none"
     out.write(f"artifact  {a.root}  (format {m['format_version']}, sdc {m['sdc_version']})\n")
     out.write(f"target    {m['target']}  world size {m['world_size']}  mesh {mesh}\n")
@@ -513,10 +540,14 @@ def inspect_command(args, out: TextIO) -> int:
 
         if in_place_concats(r["steps"]):
             out.write(f"    concats written in place by their producers: {', '.join(in_place_concats(r['steps']))}\n")
-        from sdc.cli.backend_report import backend_lines
+        from sdc.cli.backend_report import backend_lines, kernel_lines, runs_lines
 
-        for line in backend_lines(r, m["target"]):
+        for line in backend_lines(r, m["target"]) + kernel_lines(r):
             out.write(f"    {line}\n")
+        if runs is not None and r["rank"] == 0:
+            out.write("    what ran (" + str(args.runs) + ")\n")
+            for line in runs_lines(r, runs):
+                out.write(f"    {line}\n")
     from sdc.cli.layout_report import format_layout_report, layout_report
 
     out.write("layout and fusion\n")
@@ -659,6 +690,9 @@ def make_parser() -> ArgumentParser:
                                        "weights, files")
     i.add_argument("artifact", help="the artifact directory")
     i.add_argument("--all", action="store_true", help="list every weight (default: the 20 largest)")
+    i.add_argument("--runs", metavar="FILE",
+                   help="also show what ran, from the counters `sdc run --profile --output-dir DIR` wrote "
+                        "(DIR/runs.json): per kernel the op calls, and each step that fell back")
     i.add_argument("--debug", action="store_true", help="show Python tracebacks")
     add_train_parser(sub)
     return p

@@ -12,9 +12,13 @@ result stored as a new weight (the folded weights of sdc-fold-conv-batch-norm, l
 slices of weights, each rank's block of an all_slice). A weight with a non-row-major layout is
 stored in that physical order (its value records the `layout`; the runtime views it back
 logically). The planner also chooses the reference kernels: a convolution takes a per-channel add
-as its bias (on cuda too, where the Triton conv template reads it as an operand). It
-marks the ops that may run in place, and puts a `free` step after the last reader of each
-intermediate. The runtime only honours all of this. The plan is plain JSON (`Plan.to_json()`).
+as its bias (on cuda too, where the Triton conv template reads it as an operand), and on the CPU
+the add and unary op after it (its epilogue, `_merge_conv_epilogues`). It
+marks the ops that may run in place, puts a `free` step after the last reader of each
+intermediate, names the kernel of every launch and its planned fallback (`_choose_kernels`,
+sdc/runtime/kernel_choice.py), and on the CPU records which steps the runtime calls as one
+(`calls_as_one`, sdc/codegen/calls_as_one.py). The runtime only honours all of this. The plan is
+plain JSON (`Plan.to_json()`).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class RankPlan:
     streams: list[str] = field(default_factory=lambda: [COMPUTE_STREAM])
     kernel_sources: dict[str, str] = field(default_factory=dict)  # generated kernels: artifact path -> source
     arena: dict | None = None  # the memory plan (sdc/codegen/memory.py), or None when nothing is planned
+    calls_as_one: list[dict] = field(default_factory=list)  # runs of C calls made as one (codegen/calls_as_one.py)
 
     def to_json(self) -> dict:
         out = {"rank": self.rank, "weights": weights_file(self.rank), "streams": self.streams,
@@ -65,6 +70,8 @@ class RankPlan:
             out["coords"] = self.coords
         if self.arena is not None:
             out["arena"] = self.arena
+        if self.calls_as_one:
+            out["calls_as_one"] = self.calls_as_one
         return out
 
     def launches(self) -> list[dict]:
@@ -132,7 +139,7 @@ def _builder_settings(target: Target, options: CompileOptions) -> dict[str, Any]
     choose between their kernels."""
     return {"reference_kernels": not target.has_triton_backend,
             "c_kernels": target.has_c_backend and options.c_kernels,
-            "precision": options.precision, "backends": target.backends,
+            "precision": options.precision, "backends": target.backends, "on_cpu": target.device == "cpu",
             "backend_options": BackendOptions(cuda_cpp=options.cuda_cpp, conv_kernel=options.conv_kernel)}
 
 
@@ -172,8 +179,9 @@ class _RankBuilder:
 
     def __init__(self, rank: int, params: Mapping[str, Any], reference_kernels: bool = True, precision: str = "f32",
                  c_kernels: bool = False, backends: Sequence[str] = ("torch",),
-                 backend_options: BackendOptions = BackendOptions()):
+                 backend_options: BackendOptions = BackendOptions(), on_cpu: bool = True):
         self.plan = RankPlan(rank)
+        self.on_cpu = on_cpu  # the target's artifacts run on the CPU (the kernels it chooses: `_choose_kernels`)
         self.params = params
         self.reference_kernels = reference_kernels  # the target runs the kernel groups by reference semantics
         self.c_kernels = c_kernels  # ... except those a C template fits (the CPU target, sdc/codegen/c)
@@ -484,7 +492,90 @@ class _RankBuilder:
 
             self.plan.steps = write_concats_in_place(self.plan.values, self.plan.outputs, self.plan.steps,
                                                      self.plan.inputs, self.result_dims)
+        if self.on_cpu:
+            self._merge_conv_epilogues()
+        self._choose_kernels()
+        if self.on_cpu and self.c_kernels:
+            from sdc.codegen.calls_as_one import plan_calls_as_one
+
+            self.plan.calls_as_one = plan_calls_as_one(self.plan.steps, self.plan.values, self.plan.outputs)
         prune_weights(self.plan)
+
+    def _merge_conv_epilogues(self) -> None:
+        """A CPU plan's reference convolutions take the add and unary op after them that the in-place
+        marks allow (reference_kernels.fuse_epilogues): one conv entry with `sdc.epilogue`, which its
+        kernel (sdc's C library, oneDNN's post-ops) applies as it writes the result. The merged ops'
+        intermediate values leave the plan (their free steps too). (On cuda the executor still merges
+        them at load, for cuDNN's fused call.)"""
+        from sdc.runtime.plan_schema import OpEntry
+        from sdc.runtime.reference_kernels import fuse_epilogues
+
+        dropped: set[str] = set()
+        for step in self.plan.steps:
+            if step["kind"] != LAUNCH or step["kernel"]["backend"] != REFERENCE:
+                continue
+            ops = step["kernel"]["ops"]
+            if not any(op["op"] == "conv" for op in ops):
+                continue
+            entries = [OpEntry(op["op"], op.get("attrs", {}), tuple(op["inputs"]), tuple(op["outputs"]),
+                               in_place=op.get("in_place")) for op in ops]
+            merged = fuse_epilogues(entries)
+            if len(merged) == len(entries):
+                continue
+            original = {id(e): op for e, op in zip(entries, ops)}
+            kept = {id(e) for e in merged}
+            new_ops = []
+            for entry in merged:
+                if id(entry) in original:
+                    new_ops.append(original[id(entry)])
+                    continue
+                conv = next(op for e, op in zip(entries, ops) if e.op == "conv" and id(e) not in kept
+                            and e.inputs == entry.inputs[:len(e.inputs)] and op not in new_ops)
+                new_ops.append({**conv, "attrs": dict(entry.attrs), "inputs": list(entry.inputs),
+                                "outputs": list(entry.outputs)})
+            made = {v for op in ops for v in op["outputs"]}
+            dropped |= made - {v for op in new_ops for v in op["outputs"]}
+            step["kernel"]["ops"] = new_ops
+        if not dropped:
+            return
+        steps = []
+        for step in self.plan.steps:
+            if step["kind"] == FREE:
+                step["values"] = [v for v in step["values"] if v not in dropped]
+                if not step["values"]:
+                    continue
+            steps.append(step)
+        self.plan.steps = steps
+        for vid in dropped:
+            self.plan.values.pop(vid, None)
+
+    def _choose_kernels(self) -> None:
+        """Name the kernel of every launch (`kernel.runs`) and what it may fall back to at run time
+        (`kernel.fallback`): a generated kernel's backend; for each op of a reference group the rule
+        of sdc/runtime/kernel_choice.py (sdc's C kernel library, oneDNN, the vendor libraries on cuda,
+        or torch), the group's the most specific of its ops'. The runtime runs what this says."""
+        from sdc.runtime import kernel_choice as K
+        from sdc.runtime.format import GENERATED_KERNELS
+
+        for step in self.plan.steps:
+            if step["kind"] != LAUNCH:
+                continue
+            kernel = step["kernel"]
+            ops = kernel["ops"]
+            if kernel["backend"] in GENERATED_KERNELS:
+                runs = GENERATED_KERNELS[kernel["backend"]]
+                kernel["runs"], kernel["fallback"] = runs, K.step_fallback(runs)
+                continue
+            for op in ops:
+                operands = [_spec_of(self.plan.values[v]) for v in op["inputs"]]
+                constants = [self.weight_tensor(v) for v in op["inputs"]]
+                op["runs"] = K.op_kernel(op["op"], op.get("attrs", {}), operands, constants, op.get("in_place"),
+                                         self.on_cpu, self.c_kernels)
+            if any(op["runs"] == K.CUDNN for op in ops) and K.cudnn_fuses(ops, self.plan.values):
+                for op in ops:  # its convolution and epilogue: one cuDNN call
+                    op["runs"] = K.CUDNN_FUSED if op["op"] == "conv" else op["runs"]
+            runs = K.step_kernel([op["runs"] for op in ops])
+            kernel["runs"], kernel["fallback"] = runs, K.step_fallback(runs, [op["op"] for op in ops])
 
     def _generate_kernels(self) -> None:
         """Each launch that a Triton template fits becomes a generated kernel (backend "triton",
@@ -668,6 +759,13 @@ class _RankBuilder:
             if frees.get(i):
                 steps.append({"kind": FREE, "values": frees[i]})
         self.plan.steps = steps
+
+
+def _spec_of(value: dict) -> TensorSpec:
+    """A plan value's type: its static dims, DYN for the others (symbol names, "?")."""
+    from sdc.dialect.shapes import DYN
+
+    return TensorSpec(tuple(d if isinstance(d, int) else DYN for d in value["shape"]), value["dtype"])
 
 
 def _layout(op) -> list[int] | None:

@@ -74,6 +74,8 @@ class Executable:
             raise artifact.error(PLAN, f"is malformed ({type(e).__name__}: {e})") from None
         self._weight_storages = {_storage(t) for t in weights.values()}
         self.kernel_count = self._executor.kernel_count
+        # What ran per launch step: the planned kernel or its fallback, counted (sdc/runtime/counters.py).
+        self.counters = self._executor.counters
         from sdc.runtime.triton_launcher import prewarm
 
         # the generated kernels compile now, in parallel, not one by one in the first call (cuda only)

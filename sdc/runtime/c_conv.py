@@ -1,4 +1,7 @@
-"""sdc's own C convolutions for the CPU, over channels-last float32 tensors (`c_conv.c`).
+"""sdc's hand-written C kernel library for the CPU (`c_conv.c`): convolutions and the other ops below,
+over channels-last float32 tensors. It is one of the kernels the planner chooses per op (plan.json
+`"runs": "c_conv"`, sdc/runtime/kernel_choice.py); the executor builds its kernels only for those ops,
+and a call one does not take runs the planned fallback, counted (sdc/runtime/counters.py).
 
 oneDNN runs grouped and depthwise convolutions far from the machine's peak and costs some 25 us per
 call besides; ShuffleNet's 1x1 convolutions of 4 groups took 185 us each inside the model where
@@ -71,6 +74,7 @@ import torch
 
 from sdc.limits import check_alloc
 from sdc.runtime.c_launcher import CCompileError, build_parallel_library, c_kernels_enabled
+from sdc.runtime.format import C_CONV  # this library, among the kernels a plan chooses
 from sdc.runtime.kept import kept
 
 SOURCE = Path(__file__).with_name("c_conv.c")
@@ -354,12 +358,47 @@ class CPatchConv:
         return y
 
 
+def conv_fits(shape: tuple[int, ...], dtype: str, attrs: dict) -> bool:
+    """Whether `prepare` takes a convolution of a weight of `shape` and sdc `dtype` with the op's
+    `attrs` (strides, pads, dilations, groups), from those alone: the planner's choice of this
+    library for it (sdc/runtime/kernel_choice.py) and `prepare`'s own test."""
+    if len(shape) != 4 or dtype != "f32":
+        return False
+    groups = int(attrs["groups"])
+    out_total, in_per_group, kh, kw = (int(d) for d in shape)
+    window = _window(attrs)
+    if (groups == 1 and window == ((kh, kw), (1, 1), (0, 0, 0, 0)) and min(out_total, in_per_group) >= 1
+            and kh * kw != 1):
+        return True  # windows that tile the image (`_prepare_patches`)
+    if window is None or groups < 1 or out_total % groups or min(out_total, in_per_group, kh, kw) < 1:
+        return False
+    depthwise = in_per_group == 1 and out_total == groups
+    return not (depthwise and groups < DEPTHWISE_MIN_CHANNELS)
+
+
+def pool_fits(attrs: dict) -> bool:
+    """Whether `pool_kernel` has a C form for a pooling of these attributes (a 2-d window)."""
+    kernel = [int(k) for k in attrs["kernel"]]
+    return len(kernel) == 2 and min(kernel) >= 1 and _window(attrs) is not None
+
+
+def lrn_fits(attrs: dict) -> bool:
+    return int(attrs["size"]) >= 1
+
+
+def resize_fits(attrs: dict) -> bool:
+    """Whether `resize_kernel` has a C form for a resize of these attributes (linear, of the spatial dims)."""
+    return not (attrs.get("mode") != "linear" or attrs.get("antialias") or attrs.get("roi")
+                or attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize"
+                or [int(ax) for ax in attrs.get("axes", ())] not in ([2, 3], [-2, -1]))
+
+
 def prepare(weight: torch.Tensor, attrs: dict, unary: str | None,
             unary_attrs: dict) -> CConv | CPatchConv | None:
     """The C convolution of `weight` [O, I/groups, KH, KW] with the op's decoded `attrs` (strides,
     pads, dilations, groups) and merged unary op, or None where none applies (module docstring). A
     unary op the kernel has no form of (sigmoid, tanh) is left to the caller (`applies_unary`)."""
-    if weight.dim() != 4 or weight.dtype != torch.float32 or weight.device.type != "cpu":
+    if weight.device.type != "cpu" or weight.dtype != torch.float32 or not conv_fits(tuple(weight.shape), "f32", attrs):
         return None
     groups = int(attrs["groups"])
     out_total, in_per_group, kh, kw = (int(d) for d in weight.shape)
@@ -465,14 +504,30 @@ def _block_transpose(fn: Callable[..., int], x: torch.Tensor, p: int, a: int, b:
     return out
 
 
-def scale_channels_kernel(scale: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def counting(fallback: Callable[..., Any], fell_back: Callable[[str], None] | None,
+             kernel: str = "torch") -> Callable[..., Any]:
+    """`fallback` (what a kernel of this library runs where it does not take a call), calling
+    `fell_back(kernel)` first on each call: the executor's count of the step's fallbacks
+    (sdc/runtime/counters.py). `fallback` itself without a counter."""
+    if fell_back is None:
+        return fallback
+
+    def counted(*args: Any) -> Any:
+        fell_back(kernel)
+        return fallback(*args)
+
+    return counted
+
+
+def scale_channels_kernel(scale: int,
+                          fell_back: Callable[[], None] | None = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """`mul` of a float32 channels-last CPU [N, C, H, W] by a [N or 1, C, 1, 1] (operand `scale`: a
     squeeze-excite block's scaling) in C, one pass over the rows, the result channels-last as torch's;
     any other operands through torch.mul. The same products as torch's, bit for bit. (As a C kernel it
     joins the executor's runs of them, sdc/runtime/c_runs.py: in the segmentation model its 9 blocks
     had cut the backbone into 10 runs.)"""
     fn = _lazy("sdc_scale_channels_f32")
-    mul = torch.mul
+    mul = counting(torch.mul, fell_back)
 
     def run(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         x, s = (b, a) if scale == 0 else (a, b)
@@ -492,19 +547,20 @@ def scale_channels_kernel(scale: int) -> Callable[[torch.Tensor, torch.Tensor], 
         return y
 
     run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run)
+    run.sdc_kernel = C_CONV
     return run
 
 
 CONCAT_PARTS = 4  # the most parts a concat along the channels joins in C (a kernel call's pointers)
 
 
-def concat_channels_kernel() -> Callable[..., torch.Tensor]:
+def concat_channels_kernel(fell_back: Callable[[], None] | None = None) -> Callable[..., torch.Tensor]:
     """The concat of two to four float32 channels-last CPU [N, C, H, W] along the channels in C (each
     pixel's channels of one, then of the next), the result channels-last as torch's; any other operands
     through torch.cat. As a C kernel it joins the executor's runs (sdc/runtime/c_runs.py): SqueezeNet's
     fire modules end in one, Inception's blocks in one of three or four parts."""
     fn = _lazy("sdc_concat_channels_call")
-    cat = torch.cat
+    cat = counting(torch.cat, fell_back)
 
     def run(*parts: torch.Tensor) -> torch.Tensor:
         kernel = fn()
@@ -525,6 +581,7 @@ def concat_channels_kernel() -> Callable[..., torch.Tensor]:
         return y
 
     run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run)
+    run.sdc_kernel = C_CONV
     return run
 
 
@@ -539,7 +596,7 @@ def lrn_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
     and cut its C runs."""
     size, alpha, beta, bias = int(attrs["size"]), float(attrs["alpha"]), float(attrs["beta"]), float(attrs["bias"])
     fn = _lazy("sdc_lrn_f32")
-    if size < 1 or not c_kernels_enabled():
+    if not lrn_fits(attrs) or not c_kernels_enabled():
         return ref
     floats = (ctypes.c_float * 3)(alpha / size, bias, beta)
     calls: dict = {}  # per input layout and thread count: the sizes array, or None
@@ -563,6 +620,7 @@ def lrn_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
             _note(library().sdc_lrn_call, x, None, None, None, y, sizes, floats)
         return y
 
+    run.sdc_kernel = C_CONV
     return run
 
 
@@ -575,9 +633,7 @@ def resize_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
     from sdc.dialect.ops.indexing import resize_taps
 
     fn = _lazy("sdc_resize_linear_f32")
-    if (attrs.get("mode") != "linear" or attrs.get("antialias") or attrs.get("roi")
-            or attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize"
-            or [int(ax) for ax in attrs.get("axes", ())] not in ([2, 3], [-2, -1]) or not c_kernels_enabled()):
+    if not resize_fits(attrs) or not c_kernels_enabled():
         return ref
     calls: dict = {}  # per input layout, output size and thread count: (sizes, weights, result shape), or None
 
@@ -614,6 +670,7 @@ def resize_kernel(ref: Callable[..., Any], attrs: dict) -> Callable[..., Any]:
             _note(library().sdc_resize_linear_call, x, None, None, None, y, sizes, weights)
         return y
 
+    run.sdc_kernel = C_CONV
     return run
 
 
@@ -638,6 +695,7 @@ def global_avg_pool_kernel(ref: Callable[..., Any]) -> Callable[..., Any]:
                   None)
         return y
 
+    run.sdc_kernel = C_CONV
     return run
 
 
@@ -652,7 +710,7 @@ def pool_kernel(name: str, ref: Callable[..., Any], attrs: dict) -> Callable[...
 
     kernel = [int(k) for k in attrs["kernel"]]
     window = _window(attrs)
-    if len(kernel) != 2 or min(kernel) < 1 or window is None or not c_kernels_enabled():
+    if not pool_fits(attrs) or not c_kernels_enabled():
         return ref
     strides, dilations, pads = window
     ceil_mode = bool(attrs.get("ceil_mode"))
@@ -685,4 +743,5 @@ def pool_kernel(name: str, ref: Callable[..., Any], attrs: dict) -> Callable[...
             _note(getattr(library(), f"sdc_{name}_call"), x, None, None, None, y, sizes, None)
         return y
 
+    run.sdc_kernel = C_CONV
     return run

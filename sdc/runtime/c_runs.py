@@ -40,7 +40,7 @@ from typing import Any, Callable
 import torch
 
 from sdc.runtime import c_conv
-from sdc.runtime.executor import FreeSlots, PreparedOp, _straight_line, replace_runs
+from sdc.runtime.instructions import FreeSlots, PreparedOp, _straight_line, replace_runs
 from sdc.runtime.switches import env_switch
 
 RUNS_ENV = "SDC_C_RUNS"

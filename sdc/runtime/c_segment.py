@@ -53,7 +53,7 @@ from sdc.dialect.opdef import all_ops
 from sdc.limits import check_alloc
 from sdc.runtime.arena import ArenaAlloc
 from sdc.runtime.c_launcher import _MISFIT, CCompileError, CLaunch, _dense_strides, build_library, out_of_memory
-from sdc.runtime.executor import AllocBuffer, EventStep, FreeSlots, PreparedOp, ViewSlot, replace_runs
+from sdc.runtime.instructions import AllocBuffer, EventStep, FreeSlots, PreparedOp, ViewSlot, replace_runs
 from sdc.runtime.switches import env_switch
 
 SEGMENTS_ENV = "SDC_C_SEGMENTS"

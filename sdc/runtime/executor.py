@@ -12,6 +12,12 @@ specialized (`_straight_line`: one closure per ordinary op, which also drops the
 it, and calls the torch function itself where the op's reference function is just that call), since
 on small models the executor's own Python was a fifth of a call. On the CPU a call whose ops are all
 small runs on one thread (`_thread_gate`): OpenMP's fan-out costs such ops more than it saves.
+The instruction classes and those helpers live in sdc/runtime/instructions.py, which the runs of C
+kernels (sdc.runtime.c_segment, c_runs) import too: they import downward, never this module.
+
+Each launch runs the kernel plan.json names for it (`kernel.runs`, sdc/runtime/kernel_choice.py: this
+module builds sdc's C kernel library or oneDNN only for the ops the plan gives them), and what ran is
+counted, fallbacks included (`counters`, sdc/runtime/counters.py).
 
 Streams and events: on the CPU everything runs in plan order, so `record` and `wait` do nothing (the
 schema checked that each wait follows its record). On a CUDA device each stream of the plan is a CUDA
@@ -25,7 +31,6 @@ import dataclasses
 import functools
 import operator
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -36,236 +41,20 @@ from sdc.dialect.dense import DenseValue
 from sdc.dialect.opdef import RefEnv, get_op
 from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect import symexpr
-from sdc.dialect.shapes import DYN, TensorSpec, block_transpose_indices, broadcast_shapes
-from sdc.runtime import c_conv, gate, plan_schema as S
+from sdc.dialect.shapes import DYN, TensorSpec, broadcast_shapes
+from sdc.runtime import c_conv, kernel_choice, plan_schema as S
 from sdc.runtime.c_launcher import c_kernels_enabled
+from sdc.runtime.counters import Counters
 from sdc.runtime.format import decode_value
-from sdc.runtime.kept import kept
 from sdc.runtime.profile import Profiler, StepInfo
-from sdc.runtime.arena import Arena, arena_enabled, into
-from sdc.runtime.reference_kernels import fuse_epilogues, reference_kernel
+from sdc.runtime.arena import Arena, arena_enabled
+from sdc.runtime.instructions import (AllocBuffer, EventStep, FreeSlots, PreparedOp, RunState, ViewSlot,  # noqa: F401
+                                      _CountFallback, _gated, _small_product, _straight_line, _thread_gate,
+                                      replace_runs)
+from sdc.runtime.format import C_CONV, FALLBACKS, GENERATED_C, ONEDNN, REFERENCE, TORCH
+from sdc.runtime.reference_kernels import built_kernel, fuse_epilogues, reference_kernel
 
 ErrorFactory = Callable[[str], SdcError]
-
-
-@dataclass
-class RunState:
-    """What one call carries from step to step besides the values."""
-
-    env: RefEnv
-    spare: dict[int, torch.Tensor] = field(default_factory=dict)  # freed tensors an alloc will reuse
-    events: dict[str, Any] = field(default_factory=dict)  # recorded CUDA events by name
-    threads: int = 1  # the caller's torch thread count (`_thread_gate`)
-    current: int = 1  # the thread count torch runs with now
-
-
-@dataclass(frozen=True, eq=False)
-class PreparedOp:
-    """One op of a launch's reference kernel group, or one collective step, ready to run."""
-
-    name: str
-    step: str  # "kernel k3" or "collective c5", for messages
-    step_id: str
-    loc: str
-    kernel: Callable[..., Any]
-    attrs: dict
-    ins: tuple[int, ...]
-    outs: tuple[int, ...]
-    declared: TensorSpec | None  # the declared result type (ops whose result type is not inferred)
-    communicates: bool  # uses the communicator: tell it which op it runs, for its messages
-    waits_for_comm: bool  # reads a collective's result: on CUDA, wait for the collective's stream
-    into_buffers: bool  # writes a value an `alloc` step made: copy the result into that buffer
-    stream: Any = None  # the CUDA stream it runs on, or None for the current one
-    direct: Callable[..., Any] | None = None  # the torch function the kernel equals here (`_direct_kernel`)
-
-    def where(self) -> str:
-        return f"{self.loc}: " if self.loc else ""
-
-    def failure(self, e: Exception) -> SdcError:
-        return SdcError(f"{self.where()}'sdc.{self.name}' failed in {self.step}: {e}")
-
-    def plain(self, comm: Any) -> bool:
-        """True for the common case that `specialized` covers: on the current stream, no declared
-        result type, no buffer to copy the result into, and no communicator to tell about the op
-        (`comm` None: a world of one, where collectives are reference functions like any other)."""
-        return (self.stream is None and self.declared is None and not self.into_buffers
-                and (comm is None or not (self.communicates or self.waits_for_comm)))
-
-    def specialized(self, frees: tuple[int, ...]) -> Callable[[list, RunState], None]:
-        """This op as one closure that does only what a `plain` op needs, then drops the slots of
-        `frees` (the free steps right after it), instead of the generic `__call__`'s checks and a
-        separate free instruction per step. With `direct` the torch function is called on the
-        operands alone, skipping the reference function's own frame and attribute reads."""
-        kernel, attrs, failure, direct = self.kernel, self.attrs, self.failure, self.direct
-        n = len(self.ins)
-        get = operator.itemgetter(*self.ins) if n else None
-        outs = self.outs
-        out = outs[0] if len(outs) == 1 else None
-        sequence = (tuple, list)
-
-        # The common shapes (one result; one or more operands) each get a closure of their own, one
-        # Python frame per op; a direct torch function of a one-result op returns one tensor.
-        if out is not None and n and direct is not None:
-            if n == 1:
-                def run(vals: list, state: RunState) -> None:
-                    try:
-                        vals[out] = direct(get(vals))
-                    except Exception as e:
-                        raise failure(e) from e
-                    for slot in frees:
-                        vals[slot] = None
-            else:
-                def run(vals: list, state: RunState) -> None:
-                    try:
-                        vals[out] = direct(*get(vals))
-                    except Exception as e:
-                        raise failure(e) from e
-                    for slot in frees:
-                        vals[slot] = None
-            return run
-
-        if len(outs) > 1 and n == 1 and direct is not None:  # split: a direct function returns the parts
-            def run(vals: list, state: RunState) -> None:
-                try:
-                    parts = direct(get(vals))
-                except Exception as e:
-                    raise failure(e) from e
-                for slot, t in zip(outs, parts):
-                    vals[slot] = t
-                for slot in frees:
-                    vals[slot] = None
-            return run
-
-        if out is not None and n:
-            single = n == 1
-
-            def run(vals: list, state: RunState) -> None:
-                try:
-                    result = kernel(state.env, attrs, get(vals)) if single else kernel(state.env, attrs, *get(vals))
-                except SdcError:
-                    raise
-                except Exception as e:
-                    raise failure(e) from e
-                vals[out] = result[0] if isinstance(result, sequence) else result
-                for slot in frees:
-                    vals[slot] = None
-
-            return run
-
-        def run_any(vals: list, state: RunState) -> None:  # no operands, or not one result
-            try:
-                result = kernel(state.env, attrs, *get(vals)) if n > 1 else (
-                    kernel(state.env, attrs, get(vals)) if n else kernel(state.env, attrs))
-            except SdcError:
-                raise
-            except Exception as e:
-                raise failure(e) from e
-            if out is not None:
-                vals[out] = result[0] if isinstance(result, sequence) else result
-            elif outs:
-                for slot, t in zip(outs, result):
-                    vals[slot] = t
-            for slot in frees:
-                vals[slot] = None
-
-        return run_any
-
-    def __call__(self, vals: list, state: RunState) -> None:
-        args = [vals[i] for i in self.ins]
-        env = state.env
-        comm = env.comm
-        if comm is not None:
-            if self.waits_for_comm:
-                comm.ready(args)
-            if self.communicates:
-                comm.where = (self.name, self.loc, self.step)
-        if self.declared is not None:
-            env.result_spec = self.declared
-        try:
-            if self.stream is None:
-                out = self.kernel(env, self.attrs, *args)
-            else:
-                with torch.cuda.stream(self.stream):
-                    out = self.kernel(env, self.attrs, *args)
-        except SdcError:
-            raise
-        except Exception as e:
-            raise self.failure(e) from e
-        if not self.outs:
-            return
-        results = [out[0] if isinstance(out, (tuple, list)) else out] if len(self.outs) == 1 else list(out)
-        for slot, t in zip(self.outs, results):
-            if self.into_buffers and vals[slot] is not None:
-                vals[slot] = into(vals[slot], t)
-            else:
-                vals[slot] = t
-
-
-@dataclass(frozen=True, eq=False)
-class FreeSlots:
-    slots: tuple[int, ...]
-    keep: tuple[int, ...]  # slots whose memory a later alloc reuses: moved to `spare[slot]`, not dropped
-
-    def __call__(self, vals: list, state: RunState) -> None:
-        for slot in self.keep:
-            state.spare[slot] = vals[slot]
-        for slot in self.slots:
-            vals[slot] = None
-
-
-@dataclass(frozen=True, eq=False)
-class AllocBuffer:
-    slot: int
-    shape: tuple  # ints and symbolic dims (names, expressions such as "B//2"), evaluated per call
-    dtype: torch.dtype
-    device: torch.device | None
-    reuses: int | None  # the slot of a freed value whose memory to take when it is large enough
-
-    def __call__(self, vals: list, state: RunState) -> None:
-        shape = tuple(state.env.dim(d) for d in self.shape)
-        old = state.spare.pop(self.reuses, None) if self.reuses is not None else None
-        need = dtypes.itemsize(dtypes.from_torch(self.dtype))
-        for d in shape:
-            need *= d
-        if old is not None and old.untyped_storage().nbytes() >= need:
-            buffer = torch.empty(0, dtype=self.dtype, device=old.device)
-            buffer.set_(old.untyped_storage(), 0, shape)
-        else:
-            buffer = torch.empty(shape, dtype=self.dtype, device=self.device)
-        vals[self.slot] = buffer
-
-
-@dataclass(frozen=True, eq=False)
-class ViewSlot:
-    """A `view` step: the value's slot becomes its slice of the base's buffer, for its kernel to write."""
-
-    slot: int
-    base: int
-    axis: int
-    offset: int
-    size: int
-
-    def __call__(self, vals: list, state: RunState) -> None:
-        vals[self.slot] = vals[self.base].narrow(self.axis, self.offset, self.size)
-
-
-@dataclass(frozen=True, eq=False)
-class EventStep:
-    """record (`record=True`) or wait on a CUDA device; nothing on the CPU (plan order is run order)."""
-
-    event: str
-    stream: Any  # the CUDA stream, or None for the current one
-    record: bool
-
-    def __call__(self, vals: list, state: RunState) -> None:
-        events = state.events
-        stream = self.stream or torch.cuda.current_stream()
-        if self.record:
-            event = torch.cuda.Event()
-            event.record(stream)
-            events[self.event] = event
-        else:
-            stream.wait_event(events[self.event])
 
 
 @contextlib.contextmanager
@@ -321,6 +110,10 @@ class ReferenceExecutor:
         cuda (`fp32_math`); otherwise they compute in full f32."""
         self.mesh = dict(mesh)
         self.tf32 = tf32
+        # what ran, per launch step (sdc/runtime/counters.py); `loaded` collects each op's prepared kernel
+        self.counters = Counters()
+        self.loaded: dict[str, list[tuple[str, str]]] = {}  # step id -> (planned, prepared) per op
+        self.launch_steps: dict[int, str] = {}  # id of a kernel launch instruction -> its step's id
         self.comm = comm
         self.device = device
         cuda = device is not None and device.type == "cuda"
@@ -384,8 +177,12 @@ class ReferenceExecutor:
                 fallback = _straight_line(_fuse_bias_adds(
                     [self._op(step, entry, weights, error, allocated, from_comm) for entry in fuse_epilogues(step.ops)],
                     self.initial), comm)
-                self.program.append(prepare_c_launch(step, self.slots, program.values, kernels, error, list(fallback),
-                                                     c_libraries, device, self.initial))
+                self.loaded.pop(step.id, None)  # (its ops are the fallback's; the launch is the C kernel)
+                counted = (_CountFallback(self.counters.hook(step.id, GENERATED_C), step.fallback or TORCH), *fallback)
+                launch = prepare_c_launch(step, self.slots, program.values, kernels, error, list(counted),
+                                          c_libraries, device, self.initial)
+                self.loaded[step.id] = [(step.runs, GENERATED_C if launch.fn is not None else TORCH)]
+                self.program.append(launch)
             elif isinstance(step, S.Launch):
                 self.kernel_count += 1
                 # a convolution takes the relu/add after it: oneDNN post-ops on the CPU, one fused cuDNN
@@ -414,6 +211,10 @@ class ReferenceExecutor:
             if len(self.program) > first:
                 # a profiled call runs the unspecialized instructions, with the same thread gate
                 self.segments.append((_step_info(step), tuple(map(_gated, self.program[first:]))))
+            if isinstance(step, S.Launch):
+                self._count(step)
+                for instruction in self.program[first:]:  # (a generated kernel's launch, and its arena views)
+                    self.launch_steps[id(instruction)] = step.id
         # What an unprofiled call runs: the same instructions, plain ops specialized with their frees.
         program_now = self.program
         if c_libraries is not None and (device is None or device.type == "cpu"):
@@ -426,6 +227,8 @@ class ReferenceExecutor:
 
             program_now = build_runs(program_now, comm, self.initial)
         self.fast_program = _straight_line(program_now, comm)
+        self.fast_steps = self._steps_of(program_now)
+        self.fast_runs = tuple(i for i in program_now if hasattr(i, "members"))
         # Reference kernels (torch ops) make tensors without naming a device and compute f32 products
         # through cuBLAS/cuDNN, so on a device they run under torch's default-device mode and
         # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names
@@ -442,26 +245,81 @@ class ReferenceExecutor:
         self.graph_reason = static_reason(program, device)  # why calls are not captured, or None
         self.graphs = GraphRunner(self._run_eager, device) if self.graph_reason is None else None
 
+    def runs_as_one(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The runs of steps an unprofiled call makes as one instruction: (kind, step ids), in order.
+        test_kernel_choice.py checks they are the plan's `calls_as_one`, which the planner found the
+        same way (sdc/codegen/calls_as_one.py)."""
+        from sdc.runtime.c_runs import CRun
+        from sdc.runtime.c_segment import CSegment
+
+        return [("c_segment" if isinstance(i, CSegment) else "c_run", self._steps_of(list(i.members)))
+                for i in self.fast_runs if isinstance(i, (CSegment, CRun))]
+
+    def _steps_of(self, program: list) -> tuple[str, ...]:
+        """The ids of the launch and collective steps that the instructions of `program` run, in order
+        (a run of C kernels: its members'), each once: what an unprofiled call executes."""
+        out: list[str] = []
+        for instruction in program:
+            members = getattr(instruction, "members", None)
+            if members is not None:
+                out += self._steps_of(list(members))
+            elif isinstance(instruction, PreparedOp):
+                out += [*instruction.joined, instruction.step_id]
+            elif id(instruction) in self.launch_steps:
+                out.append(self.launch_steps[id(instruction)])
+        return tuple(dict.fromkeys(out))
+
+    def executed_steps(self) -> tuple[str, ...]:
+        """The launch and collective steps an unprofiled call runs, in order (test_kernel_choice.py
+        checks they are the plan's)."""
+        return self.fast_steps
+
+    def _count(self, step: S.Launch) -> None:
+        """The step's entry in the counters: the plan's kernel, and the one load prepared (the planned
+        one, unless an op's kernel cannot run on this host: then what it was prepared with instead)."""
+        ops = self.loaded.pop(step.id, [])
+        names = tuple(e.op for e in step.ops)
+        runs, fallback = step.runs, step.fallback
+        if step.backend == REFERENCE and ops and all(e.runs is None for e in step.ops):  # a plan that does not say
+            runs = kernel_choice.step_kernel([planned for planned, _ in ops])
+            fallback = kernel_choice.step_fallback(runs, names)
+        loaded = runs
+        if any(planned != prepared for planned, prepared in ops):
+            loaded = kernel_choice.step_kernel([prepared for _, prepared in ops])
+        self.counters.add_step(step.id, runs, fallback, loaded, names, tuple(prepared for _, prepared in ops))
+
     def _op(self, step: S.Launch, entry: S.OpEntry, weights: dict, error: ErrorFactory, allocated: set[str],
             from_comm: set[str]) -> PreparedOp:
         opdef = _opdef(entry.op, step, error)
         attrs = self._attrs(entry.attrs, weights, step.where, error)
+        on_cpu = self.device is None or self.device.type == "cpu"
+        constants = tuple(self.initial[self.slots[v]] for v in entry.inputs) if on_cpu else ()
+        operands = tuple(self.specs[v] for v in entry.inputs)
+        # the planner's choice of kernel (a plan that does not say: the same rule, now)
+        planned = entry.runs or kernel_choice.op_kernel(opdef.name, attrs, operands, constants, entry.in_place,
+                                                        on_cpu, c_kernels_enabled())
+        fell_back = self.counters.hook(step.id, planned) if planned in FALLBACKS else None
         try:
-            on_cpu = self.device is None or self.device.type == "cpu"
-            constants = tuple(self.initial[self.slots[v]] for v in entry.inputs) if on_cpu else ()
             first = self.specs[entry.inputs[0]].shape if entry.inputs else None
             kernel = reference_kernel(opdef.name, opdef.ref, entry.in_place, constants, attrs,
-                                      tuple(d if isinstance(d, int) else None for d in first) if first else None)
+                                      tuple(d if isinstance(d, int) else None for d in first) if first else None,
+                                      kernel=planned, fell_back=fell_back)
         except ValueError as e:
             raise error(f"{step.where}: {e}") from None
         direct = None
         if kernel is opdef.ref:
-            direct = _direct_kernel(opdef.name, attrs, tuple(self.specs[v] for v in entry.inputs), constants, on_cpu)
+            direct = _direct_kernel(opdef.name, attrs, operands, constants, on_cpu, c_library=planned == C_CONV,
+                                    fell_back=fell_back)
             # a broadcast may return a strided view where its readers are torch ops and no caller owns it
             view = on_cpu and self.comm is None and not any(self.slots[v] in self.output_slots for v in entry.outputs)
             kernel = _shape_kernel(opdef.name, attrs, kernel, view) if direct is None else kernel
         elif entry.in_place is not None and not attrs:
-            direct = _direct_in_place(opdef.name, entry.in_place, tuple(self.specs[v] for v in entry.inputs))
+            direct = _direct_in_place(opdef.name, entry.in_place, operands)
+        if planned in (C_CONV, ONEDNN):  # where this host cannot, it runs what it fell back to, every call
+            prepared = built_kernel(kernel) or getattr(direct, "sdc_kernel", None) or TORCH
+        else:
+            prepared = planned
+        self.loaded.setdefault(step.id, []).append((planned, prepared))
         return PreparedOp(
             name=opdef.name, step=f"kernel {step.id}", step_id=step.id, loc=entry.loc, kernel=kernel, attrs=attrs,
             ins=tuple(self.slots[v] for v in entry.inputs), outs=tuple(self.slots[v] for v in entry.outputs),
@@ -496,6 +354,7 @@ class ReferenceExecutor:
             profiler: Profiler | None = None) -> list[torch.Tensor]:
         """One call. With a `profiler`, each launch and collective step is timed (sdc.runtime.profile);
         on CUDA without one, calls are captured into CUDA graphs and replayed (sdc.runtime.cuda_graphs)."""
+        self.counters.calls += 1
         if self.graphs is not None and profiler is None:
             return self.graphs.run(inputs, symbols)
         return self._run_eager(inputs, symbols, profiler)
@@ -556,52 +415,6 @@ class ReferenceExecutor:
             profiler.record(info, start, clock())
 
 
-def replace_runs(program: list[Callable[[list, RunState], None]], member: Callable[[Any], bool],
-                 counted: Callable[[Any], bool], make: Callable[[tuple], Any], least: int = 2) -> list[Callable]:
-    """`program` with each maximal run of consecutive instructions that are `member`s, holding at least
-    `least` that are `counted`, replaced by `make(run)` (the runs of C launches and of C-kernel ops that
-    sdc.runtime.c_segment and c_runs call as one)."""
-    out: list[Callable] = []
-    run: list[Any] = []
-
-    def close() -> None:
-        if sum(1 for i in run if counted(i)) >= least:
-            out.append(make(tuple(run)))
-        else:
-            out.extend(run)
-        run.clear()
-
-    for instruction in program:
-        if member(instruction):
-            run.append(instruction)
-        else:
-            close()
-            out.append(instruction)
-    close()
-    return out
-
-
-def _straight_line(program: list[Callable[[list, RunState], None]],
-                   comm: Any) -> tuple[Callable[[list, RunState], None], ...]:
-    """`program` with each plain op (`PreparedOp.plain`) replaced by its specialized closure, which
-    also does the frees that follow it when none of them keeps memory for a later alloc."""
-    out: list[Callable[[list, RunState], None]] = []
-    i = 0
-    while i < len(program):
-        instruction = program[i]
-        i += 1
-        if not isinstance(instruction, PreparedOp) or not instruction.plain(comm):
-            out.append(_gated(instruction))
-            continue
-        frees: list[int] = []
-        while i < len(program) and isinstance(program[i], FreeSlots) and not program[i].keep:
-            frees.extend(program[i].slots)
-            i += 1
-        run = instruction.specialized(tuple(frees))
-        out.append(_thread_gate(instruction, run) if instruction.ins else run)
-    return tuple(out)
-
-
 def _fuse_bias_adds(program: list[Callable[[list, RunState], None]],
                     initial: list[torch.Tensor | None]) -> list[Callable[[list, RunState], None]]:
     """`program` with each matmul by a 2-d weight whose result only a following add of a 1-d weight
@@ -628,7 +441,9 @@ def _fuse_bias_adds(program: list[Callable[[list, RunState], None]],
                 or weight.dtype not in (torch.float32, torch.float64) or not _last_read(out, j, mm.outs[0])):
             continue
         out[i] = dataclasses.replace(mm, ins=(mm.ins[0], mm.ins[1], bias_slot), outs=add.outs, direct=_linear,
-                                     kernel=_linear_kernel, waits_for_comm=mm.waits_for_comm or add.waits_for_comm)
+                                     kernel=_linear_kernel, waits_for_comm=mm.waits_for_comm or add.waits_for_comm,
+                                     joined=(*mm.joined, *(() if add.step_id == mm.step_id else (add.step_id,)),
+                                             *add.joined))
         out[j] = FreeSlots((), ())
     return [step for step in out if not (isinstance(step, FreeSlots) and not step.slots)]
 
@@ -664,7 +479,8 @@ def _join_concat_chains(program: list[Callable[[list, RunState], None]],
         in_c = getattr(outer.direct, "c_run_member", False) and len(parts) <= c_conv.CONCAT_PARTS
         out[j] = dataclasses.replace(outer, ins=parts, kernel=_concat_kernel,
                                      direct=outer.direct if in_c else _concat(axis),
-                                     waits_for_comm=inner.waits_for_comm or outer.waits_for_comm)
+                                     waits_for_comm=inner.waits_for_comm or outer.waits_for_comm,
+                                     joined=(*inner.joined, inner.step_id, *outer.joined))
         out[i] = FreeSlots((), ())
         for k in range(i + 1, j):
             out[k] = FreeSlots((), ())
@@ -704,57 +520,6 @@ def _linear_kernel(env: RefEnv, attrs: dict, x: torch.Tensor, weight: torch.Tens
     return _linear(x, weight, bias)
 
 
-def _gated(instruction: Callable[[list, RunState], None]) -> Callable[[list, RunState], None]:
-    """An instruction as it runs unspecialized: an op with operands under `_thread_gate`."""
-    return _thread_gate(instruction, instruction) if isinstance(instruction, PreparedOp) and instruction.ins else instruction
-
-
-def _thread_gate(op: PreparedOp, run: Callable[[list, RunState], None]) -> Callable[[list, RunState], None]:
-    """`run` (op's instruction) on one thread when its work is small (sdc.runtime.gate: a product by
-    its multiply-adds, `_small_product`; any other op by the elements of its largest operand), else
-    on the caller's threads; torch's count is switched only where it changes, and the call restores
-    the caller's at its end. The count an op runs with is a function of the operand shapes of the
-    call's ops up to it, never of earlier calls: two calls with the same inputs compute the same bits
-    (a reduction's sum order can depend on the thread count). On a call with one thread it does
-    nothing. torch's thread count is process-wide: during a one-thread stretch, torch work on other
-    Python threads gets one thread too."""
-    ins = op.ins
-    product = (op.name == "matmul" or op.name.startswith("conv")) and len(ins) >= 2
-    conv = op.name.startswith("conv")
-    attrs = op.attrs
-
-    decided: dict = {}  # a product's decision per operand shapes (2 us a call to derive)
-
-    def small(vals: list) -> bool:
-        if product:
-            a, b = vals[ins[0]], vals[ins[1]]
-            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-                return _small_product(conv, attrs, a, b)
-            return kept(decided, (a.shape, b.shape), _small_product, conv, attrs, a, b)
-        limit = gate.SERIAL_OP_ELEMENTS
-        return all(not isinstance(t, torch.Tensor) or t.numel() <= limit for t in map(vals.__getitem__, ins))
-
-    def gated(vals: list, state: RunState) -> None:
-        if state.threads > 1:
-            want = 1 if small(vals) else state.threads
-            if want != state.current:
-                torch.set_num_threads(want)
-                state.current = want
-        run(vals, state)
-
-    return gated
-
-
-def _small_product(conv: bool, attrs: dict, a: Any, b: Any) -> bool:
-    """Whether a matmul of `a` by `b` (or a convolution of input `a` with weight `b`) is small enough
-    for one thread (sdc.runtime.gate), from the operand shapes alone."""
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dim() == 0 or b.dim() == 0:
-        return True
-    if conv:
-        return gate.small_conv(a.shape, b.shape, attrs.get("strides"))
-    return gate.small_matmul(a.shape, b.shape, bool(attrs.get("transpose_lhs")), bool(attrs.get("transpose_rhs")))
-
-
 # Ops whose reference function, on operands of element types other than the wide unsigned ones (which
 # it computes in int64) and with default attributes, is exactly one torch call on the operands.
 _WIDE_UNSIGNED = frozenset({"ui16", "ui32", "ui64"})
@@ -769,18 +534,21 @@ _DIRECT: dict[str, str] = {
 
 
 def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
-                   constants: tuple[torch.Tensor | None, ...] = (), on_cpu: bool = False) -> Callable[..., Any] | None:
+                   constants: tuple[torch.Tensor | None, ...] = (), on_cpu: bool = False, c_library: bool | None = None,
+                   fell_back: Callable[[str], None] | None = None) -> Callable[..., Any] | None:
     """The torch function that op `name`'s reference semantics reduce to for these operand types and
     attributes, or None (then the reference function runs). `constants` holds, per operand, the weight it
     is bound to at load (or None); `on_cpu`: the plan runs on the CPU, where every reader of a value is a
     torch op that takes strides (a generated kernel on a device may not). test_executor_direct.py checks
-    each one against the op's reference function."""
+    each one against the op's reference function. `c_library`: the plan chose sdc's C kernel library
+    for the op (None: wherever it applies); `fell_back` counts the calls that C kernel does not take."""
     if any(spec.dtype in _WIDE_UNSIGNED for spec in operands):
         return None
-    if name == "mul" and on_cpu and not attrs and c_kernels_enabled():
+    in_c = on_cpu and (c_kernels_enabled() if c_library is None else c_library)
+    if name == "mul" and in_c and not attrs:
         scale = _channel_scale(operands)
         if scale is not None:
-            return c_conv.scale_channels_kernel(scale)
+            return c_conv.scale_channels_kernel(scale, fell_back)
     if name in _DIRECT and not attrs:
         return getattr(torch, _DIRECT[name])
     if name == "div" and not attrs and operands and all(dtypes.is_float(spec.dtype) for spec in operands):
@@ -800,23 +568,14 @@ def _direct_kernel(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
         return _cast(operands[0].dtype, attrs["dtype"])
     if not operands or not all(isinstance(v, (int, list)) for v in attrs.values()):
         return None
-    return _direct_shape_op(name, attrs, operands, constants, on_cpu)
+    return _direct_shape_op(name, attrs, operands, constants, on_cpu, in_c, fell_back)
 
 
 _IN_PLACE_METHODS = {"add": torch.Tensor.add_, "sub": torch.Tensor.sub_, "mul": torch.Tensor.mul_,
                      "div": torch.Tensor.div_}
 
 
-def _channel_scale(operands: tuple[TensorSpec, ...]) -> int | None:
-    """Which operand of a float32 `mul` of two 4-d operands scales the other's channels (a [N, C, 1, 1]
-    against a [N, C, H, W] whose image is not statically one pixel: a squeeze-excite block's), or None."""
-    if len(operands) != 2 or any(o.dtype != "f32" or o.rank != 4 for o in operands):
-        return None
-    for scale in (1, 0):
-        s, x = operands[scale], operands[1 - scale]
-        if s.shape[2] == s.shape[3] == 1 and (x.shape[2], x.shape[3]) != (1, 1) and s.shape[1] in (x.shape[1], DYN):
-            return scale
-    return None
+_channel_scale = kernel_choice.channel_scale  # which operand of a mul scales the other's channels, or None
 
 
 def _direct_in_place(name: str, in_place: int, operands: tuple[TensorSpec, ...]) -> Callable[..., Any] | None:
@@ -856,7 +615,8 @@ def _static_reshape(dims: list) -> tuple[int, ...] | None:
 
 
 def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
-                     constants: tuple[torch.Tensor | None, ...], on_cpu: bool) -> Callable[..., Any] | None:
+                     constants: tuple[torch.Tensor | None, ...], on_cpu: bool, in_c: bool = False,
+                     fell_back: Callable[[str], None] | None = None) -> Callable[..., Any] | None:
     """`_direct_kernel` for the shape, indexing and normalization ops whose reference function reads
     its attributes and the operand's rank on every call (split, gather, unsqueeze, ...): the same torch
     call with what it reads fixed at load. Their results are views exactly where the reference's are,
@@ -886,7 +646,7 @@ def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
         # without its per-call dtype test and index tuple
         blocks = _block_transpose(constants[1] if len(constants) > 1 else None, x.shape[axis % x.rank])
         if blocks is not None:
-            return _block_transpose_at(axis % x.rank, *blocks)
+            return _block_transpose_at(axis % x.rank, *blocks, in_c=in_c, fell_back=fell_back)
         if axis % x.rank == 0:
             return operator.getitem
         return _gather_at(axis % x.rank)
@@ -903,9 +663,8 @@ def _direct_shape_op(name: str, attrs: dict, operands: tuple[TensorSpec, ...],
     if name in ("softmax", "log_softmax") and x.dtype in ("f32", "f64"):
         return functools.partial(getattr(torch, name), dim=axis)
     if name == "concat" and len(operands) == 2:
-        if (on_cpu and c_kernels_enabled() and x.rank == 4 and axis % 4 == 1
-                and all(o.dtype == "f32" and o.rank == 4 for o in operands)):
-            return c_conv.concat_channels_kernel()
+        if in_c and kernel_choice.concat_in_c(axis, operands):
+            return c_conv.concat_channels_kernel(fell_back)
         return _concat(axis)
     if name in ("reduce_mean", "reduce_sum") and x.rank and isinstance(attrs.get("axes"), list):
         return _reduction(name, x, attrs["axes"], bool(attrs.get("keepdims")))
@@ -982,36 +741,35 @@ def _gather_at(axis: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor
     return run
 
 
-def _block_transpose(indices: torch.Tensor | None, size: int) -> tuple[int, int] | None:
-    """(a, b) where `indices` (a weight) is the permutation of a dim of `size` = a*b split into [a, b],
-    transposed and joined (`shapes.block_transpose_indices`: a channel shuffle), else None."""
-    if (indices is None or indices.dim() != 1 or indices.dtype != torch.int64 or size == DYN
-            or indices.numel() != size or size < 4 or indices.device.type != "cpu"):
-        return None
-    b = int(indices[1])
-    if b < 2 or size % b or size // b < 2:
-        return None
-    a = size // b
-    return (a, b) if torch.equal(indices, torch.tensor(block_transpose_indices(a, b))) else None
+_block_transpose = kernel_choice.block_transpose  # (a, b) of a channel shuffle's indices, or None
 
 
-def _block_transpose_at(axis: int, a: int, b: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+def _block_transpose_at(axis: int, a: int, b: int, in_c: bool = True,
+                        fell_back: Callable[[str], None] | None = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The gather of a channel shuffle as one copy in the operand's memory order: the dim is split in
     [a, b] and the two swapped where it lies (so a channels-last operand gives a channels-last result,
-    which torch's indexing does not), against an index_select that reads each element by its index."""
-    in_c = c_conv.block_transpose_kernel(a, b)
+    which torch's indexing does not), against an index_select that reads each element by its index.
+    With `in_c` a channels-last image is shuffled by sdc's C kernel; `fell_back` counts the calls it
+    does not take."""
+    in_library = c_conv.block_transpose_kernel(a, b) if in_c else None
 
     def run(data: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
         if data.dim() == 4 and axis == 1 and data.is_contiguous(memory_format=torch.channels_last) \
                 and not data.is_contiguous():
-            shuffled = in_c(data)  # one pass of small transposes, 2-4x torch's copy
+            shuffled = in_library(data) if in_library is not None else None  # small transposes, 2-4x torch's copy
             if shuffled is not None:
                 return shuffled
+            if in_library is not None and fell_back is not None:
+                fell_back(TORCH)
             lying = data.permute(0, 2, 3, 1)
             return lying.unflatten(3, (a, b)).transpose(3, 4).reshape(lying.shape).permute(0, 3, 1, 2)
+        if in_library is not None and fell_back is not None:
+            fell_back(TORCH)
         return data.unflatten(axis, (a, b)).transpose(axis, axis + 1).reshape(data.shape)
 
-    run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run of C kernels)
+    if in_library is not None:
+        run.c_run_member = True  # (sdc.runtime.c_runs takes it into a run of C kernels)
+        run.sdc_kernel = C_CONV
     return run
 
 
@@ -1194,7 +952,7 @@ def _step_info(step: S.Step) -> StepInfo | None:
     """What the profile reports about a launch or collective step; None for the steps it does not time."""
     if isinstance(step, S.Launch):
         return StepInfo(step.id, "launch", step.backend, tuple(e.op for e in step.ops),
-                        next((e.loc for e in step.ops if e.loc), ""), step.stream)
+                        next((e.loc for e in step.ops if e.loc), ""), step.stream, step.runs)
     if isinstance(step, S.Collective):
         return StepInfo(step.id, "collective", "collective", (step.op,), step.loc, step.stream)
     return None

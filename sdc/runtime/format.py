@@ -42,15 +42,74 @@ CUDA = "cuda"  # generated CUDA C++ kernels, sources in kernels/ (sdc/codegen/cu
 C = "c"  # generated C kernels of the CPU target, one source per rank in kernels/ (sdc/codegen/c, sdc/runtime/launch/c.py)
 COMPUTE_STREAM = "compute"
 
+# ---------------------------------------------------------------- the kernel that runs a launch (kernel.runs)
+#
+# sdc/runtime/kernel_choice.py says which op gets which; docs/artifact.md lists them.
 
-def launch_ops(step: dict) -> list[dict]:
+GENERATED_C = "c"
+GENERATED_TRITON = "triton"
+GENERATED_CUDA = "cuda_cpp"
+C_CONV = "c_conv"
+ONEDNN = "onednn"
+CUDNN = "cudnn"
+CUDNN_FUSED = "cudnn_fused"
+CUBLAS = "cublas"
+TORCH = "torch"
+
+# every kernel a plan may name, most specific first (a group's kernel is its ops' first in this order)
+KERNELS: dict[str, str] = {
+    GENERATED_C: "generated C",
+    GENERATED_TRITON: "generated Triton",
+    GENERATED_CUDA: "generated CUDA C++",
+    C_CONV: "sdc's C kernel library (c_conv.c)",
+    ONEDNN: "oneDNN through torch",
+    CUDNN_FUSED: "cuDNN fused through torch",
+    CUDNN: "cuDNN through torch",
+    CUBLAS: "cuBLAS through torch",
+    TORCH: "torch",
+}
+
+# the backend of a generated kernel -> the kernel's name
+GENERATED_KERNELS = {C: GENERATED_C, TRITON: GENERATED_TRITON, CUDA: GENERATED_CUDA}
+
+# what a kernel may fall back to at run time, where a call does not fit it (none: it takes every call)
+FALLBACKS: dict[str, tuple[str, ...]] = {GENERATED_C: (TORCH,), C_CONV: (ONEDNN, TORCH), ONEDNN: (TORCH,)}
+
+
+# The attributes of a convolution that took the add and unary op after it (its epilogue: the planner's
+# choice on the CPU, sdc/codegen/plan.py; reference_kernels.fuse_epilogues), and that op's attributes.
+EPILOGUE = "sdc.epilogue"
+EPILOGUE_ATTRS = "sdc.epilogue_attrs"
+
+
+def launch_ops(step: dict, unmerged: bool = False) -> list[dict]:
     """The ops of a `launch` step's kernel group ([] for any other step): what a reference kernel
-    runs, or what a generated (triton, cuda or c) kernel computes.
+    runs, or what a generated (triton, cuda or c) kernel computes. `unmerged`: a convolution that took
+    its epilogue is listed as the ops the program has (conv, add, relu, ... each writing the result).
 
     For readers of plan.json that look at the ops (reports, `sdc inspect`), not for running it."""
     kernel = step.get("kernel") if step.get("kind") == LAUNCH else None
     ops = kernel.get("ops") if isinstance(kernel, dict) and kernel.get("backend") in (REFERENCE, TRITON, CUDA, C) else None
-    return ops if isinstance(ops, list) else []
+    if not isinstance(ops, list):
+        return []
+    if not unmerged:
+        return ops
+    out = []
+    for op in ops:
+        attrs = op.get("attrs") or {}
+        names = attrs.get(EPILOGUE) if isinstance(op, dict) and op.get("op") == "conv" else None
+        if not names or not isinstance(names, list):
+            out.append(op)
+            continue
+        ins, result, loc = list(op.get("inputs") or []), list(op.get("outputs") or []), op.get("loc", "")
+        adds = "add" in names
+        plain = {k: v for k, v in attrs.items() if k not in (EPILOGUE, EPILOGUE_ATTRS)}
+        out.append({**op, "attrs": plain, "inputs": ins[:-1] if adds else ins, "outputs": result})
+        for name in names:
+            operands = [*result[:1], ins[-1]] if name == "add" else result[:1]
+            unary = {} if name == "add" else dict(attrs.get(EPILOGUE_ATTRS) or [])
+            out.append({"op": name, "attrs": unary, "inputs": operands, "outputs": result, "loc": loc})
+    return out
 
 
 # ---------------------------------------------------------------- attribute values in JSON

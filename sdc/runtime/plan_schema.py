@@ -8,10 +8,15 @@ A rank's plan is a values table and an ordered list of steps, each with a `kind`
   kernel writes in place: sdc/codegen/memory.py `write_concats_in_place`);
 - `launch`: a kernel on a stream, with the values it reads and writes; its `kernel` says which
   backend runs it (`reference`: a group of sdc ops run by their reference semantics; `triton`,
-  `cuda`, `c`: a generated Triton, CUDA C++ or C kernel, its source in kernels/);
+  `cuda`, `c`: a generated Triton, CUDA C++ or C kernel, its source in kernels/), which kernel the
+  planner chose for it (`runs`, each op of a reference group its own) and its planned `fallback`
+  (format.KERNELS and FALLBACKS; sdc/runtime/kernel_choice.py);
 - `collective`: one collective op over mesh axes (its group), on a stream;
 - `record` / `wait`: an event recorded on one stream and waited for on another;
 - `free`: values nothing reads any more.
+
+A rank may also list the runs of steps the CPU runtime calls as one (`calls_as_one`,
+sdc/codegen/calls_as_one.py).
 
 `parse_rank_plan` checks everything that can be checked without the weights: the fields and their
 types, that every value is defined before it is read and never read after it is freed, that a
@@ -31,7 +36,7 @@ from typing import Any, Union
 from sdc import dtypes
 from sdc.dialect import symexpr
 from sdc.runtime.format import COLLECTIVE, KERNELS_DIR, LAUNCH, RECORD, REFERENCE, STEP_KINDS, TRITON, WAIT
-from sdc.runtime.format import C, CUDA
+from sdc.runtime.format import C, CUDA, FALLBACKS, GENERATED_KERNELS, KERNELS, TORCH
 
 Dim = Union[int, str]
 
@@ -55,6 +60,7 @@ class OpEntry:
     outputs: tuple[str, ...]
     loc: str = ""
     in_place: int | None = None  # the operand whose memory the op may write its result into
+    runs: str | None = None  # the kernel the planner chose for it (sdc/runtime/kernel_choice.py); None: not said
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,8 @@ class Launch(Step):
     triton: TritonKernel | None = None
     cuda: CudaKernel | None = None
     c: CKernel | None = None
+    runs: str = TORCH  # the kernel that runs it (format.KERNELS), as the planner chose it
+    fallback: str | None = None  # what it may fall back to at run time (format.FALLBACKS), or None
 
 
 @dataclass(frozen=True)
@@ -223,6 +231,9 @@ class RankProgram:
     streams: tuple[str, ...]
     steps: tuple[Step, ...]
     arena: Arena | None = None
+    # runs of consecutive steps the CPU runtime calls as one, as the planner found them:
+    # (kind, step ids), kind "c_segment" or "c_run" (sdc/codegen/calls_as_one.py); () where it does not say
+    calls_as_one: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def collective_axes(self) -> list[list[str]]:
         """Every set of mesh axes the rank's collectives run over (each needs a process group)."""
@@ -267,7 +278,34 @@ def parse_rank_plan(raw: Any) -> RankProgram:
     for vid in outputs:
         if vid not in reader.defined:
             raise PlanError(f"rank {rank}: output value '{vid}' is never computed")
-    return RankProgram(rank, raw["weights"], values, inputs, outputs, tuple(streams), steps, reader.arena)
+    groups = _calls_as_one(rank, raw.get("calls_as_one", []), steps)
+    return RankProgram(rank, raw["weights"], values, inputs, outputs, tuple(streams), steps, reader.arena, groups)
+
+
+CALLS_AS_ONE = ("c_segment", "c_run")
+
+
+def _calls_as_one(rank: int, raw: Any, steps: tuple) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A rank's `calls_as_one`, checked: each a kind and launch step ids of the plan, in plan order (a
+    step may end one and start the next: its ops are cut between them)."""
+    where = f"rank {rank}: calls_as_one"
+    if not isinstance(raw, list):
+        raise PlanError(f"{where} must be a list of {{\"kind\", \"steps\"}}, found {_short(raw)}")
+    order = {s.id: n for n, s in enumerate(steps) if isinstance(s, Launch)}
+    out = []
+    for n, group in enumerate(raw):
+        kind = group.get("kind") if isinstance(group, dict) else None
+        ids = group.get("steps") if isinstance(group, dict) else None
+        if kind not in CALLS_AS_ONE or not isinstance(ids, list) or not ids:
+            raise PlanError(f"{where}[{n}] must have a 'kind' ({', '.join(CALLS_AS_ONE)}) and a non-empty 'steps' "
+                            f"list, found {_short(group)}")
+        unknown = [sid for sid in ids if sid not in order]
+        if unknown:
+            raise PlanError(f"{where}[{n}] names step {_short(unknown[0])}, which is not a launch step of the plan")
+        if [order[sid] for sid in ids] != sorted(order[sid] for sid in ids) or len(set(ids)) != len(ids):
+            raise PlanError(f"{where}[{n}]: its steps must be distinct and in plan order, found {_short(ids)}")
+        out.append((kind, tuple(ids)))
+    return tuple(out)
 
 
 def _arena(rank: int, raw: Any, values: dict[str, Value], protected: set[str]) -> Arena | None:
@@ -504,7 +542,8 @@ class _Reader:
         triton = _triton_kernel(kernel, inputs, outputs, self.values, where) if backend == TRITON else None
         cuda = _cuda_kernel(kernel, inputs, outputs, self.values, where) if backend == CUDA else None
         c = _c_kernel(kernel, inputs, outputs, self.values, where) if backend == C else None
-        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton, cuda, c)
+        runs, fallback = _kernel_choice(kernel, backend, entries, where)
+        return Launch(i, where, sid, stream, inputs, outputs, backend, tuple(entries), triton, cuda, c, runs, fallback)
 
     def _op_entry(self, raw: Any, where: str) -> OpEntry:
         if not isinstance(raw, dict):
@@ -525,7 +564,10 @@ class _Reader:
         if in_place is not None and (not _is_int(in_place) or not 0 <= in_place < len(inputs) or len(outputs) != 1):
             raise PlanError(f"{where}: 'in_place' must be the index of one of its {len(inputs)} operands "
                             f"(and the op must have one result), found {_short(in_place)}")
-        return OpEntry(name, attrs, inputs, outputs, loc, in_place)
+        runs = raw.get("runs")
+        if runs is not None and runs not in KERNELS:
+            raise PlanError(f"{where}: 'runs' must name a kernel ({', '.join(KERNELS)}), found {_short(runs)}")
+        return OpEntry(name, attrs, inputs, outputs, loc, in_place, runs)
 
     def _collective(self, i: int, where: str, raw: dict) -> Collective:
         sid = self._id(raw, where)
@@ -581,6 +623,31 @@ class _Reader:
         for vid in vids:
             self.in_arena.pop(vid, None)
         return Free(i, where, vids)
+
+
+def _kernel_choice(kernel: dict, backend: str, entries: list[OpEntry], where: str) -> tuple[str, str | None]:
+    """A launch's `runs` and `fallback` (the planner's choice of kernel, docs/artifact.md), checked: a
+    generated kernel's is its backend's; a reference group's is one of its ops' choices. A plan that
+    does not say gets its backend's kernel (a reference group's: torch, unless its ops say)."""
+    runs, fallback = kernel.get("runs"), kernel.get("fallback")
+    generated = GENERATED_KERNELS.get(backend)
+    if runs is None:
+        said = [e.runs for e in entries if e.runs is not None]
+        runs = generated or (min(said, key=list(KERNELS).index) if said else TORCH)
+    elif runs not in KERNELS:
+        raise PlanError(f"{where}: 'runs' must name a kernel ({', '.join(KERNELS)}), found {_short(runs)}")
+    elif generated is not None and runs != generated:
+        raise PlanError(f"{where}: a {backend} kernel runs as '{generated}', the plan says {_short(runs)}")
+    elif generated is None and any(e.runs is not None for e in entries) and runs not in {e.runs for e in entries}:
+        raise PlanError(f"{where}: 'runs' is {_short(runs)}, which none of its ops runs "
+                        f"({', '.join(sorted({e.runs for e in entries if e.runs}))})")
+    if "fallback" not in kernel and backend == C:
+        fallback = TORCH  # (the C launcher's own, planned or not)
+    if fallback is not None and fallback not in FALLBACKS.get(runs, ()):
+        allowed = FALLBACKS.get(runs, ())
+        raise PlanError(f"{where}: a '{runs}' kernel falls back to " + (" or ".join(allowed) if allowed else "nothing")
+                        + f", the plan says {_short(fallback)}")
+    return runs, fallback
 
 
 # ---------------------------------------------------------------- generated (triton) kernels

@@ -34,6 +34,7 @@ class StepInfo:
     ops: tuple[str, ...]  # the group's op names, in order
     loc: str  # the location of its first op ("" when the plan has none)
     stream: int = 0
+    kernel: str = ""  # the kernel the plan chose for it (plan.json `kernel.runs`; "" for a collective)
 
     @property
     def label(self) -> str:
@@ -103,8 +104,8 @@ class Profiler:
             events.append({
                 "name": step.label, "cat": step.kind, "ph": "X", "ts": (start - origin) / 1e3,
                 "dur": max(end - start, 1) / 1e3, "pid": self.rank, "tid": step.stream,
-                "args": {"step": step.id, "backend": step.backend, "ops": list(step.ops), "loc": step.loc,
-                         "run": run},
+                "args": {"step": step.id, "backend": step.backend, "kernel": step.kernel, "ops": list(step.ops),
+                         "loc": step.loc, "run": run},
             })
         return {"traceEvents": events, "displayTimeUnit": "ms"}
 

@@ -43,6 +43,8 @@ import torch
 import torch.nn.functional as F
 
 from sdc.runtime import c_conv
+from sdc.runtime.format import C_CONV, EPILOGUE, EPILOGUE_ATTRS, ONEDNN
+from sdc.runtime.c_launcher import c_kernels_enabled
 from sdc.runtime.gate import small_conv
 from sdc.runtime.kept import kept
 
@@ -83,25 +85,31 @@ FRESH_RESULT = frozenset({"conv", "conv_weight_grad", "layout_cast", "matmul", "
 
 def reference_kernel(name: str, ref: Kernel, in_place: int | None = None,
                      constants: tuple[torch.Tensor | None, ...] = (), attrs: dict | None = None,
-                     input_shape: tuple[int | None, ...] | None = None) -> Kernel:
+                     input_shape: tuple[int | None, ...] | None = None, kernel: str | None = None,
+                     fell_back: Callable[[str], None] | None = None) -> Kernel:
     """The kernel that runs op `name` (reference semantics `ref`), writing into operand `in_place` if set.
 
     `constants` holds, per operand, the tensor it is bound to at load time (a weight of the plan) or
     None; with the op's decoded `attrs` and its first operand's `input_shape` (None for a symbolic
-    dim), a kernel can prepare work that depends only on those once, instead of on every call."""
+    dim), a kernel can prepare work that depends only on those once, instead of on every call.
+    `kernel`: the planner's choice for the op (sdc/runtime/kernel_choice.py): sdc's C kernel library
+    (`c_conv`) and oneDNN only where it says so (None: wherever they apply). `fell_back(kernel)` is
+    called on each call that runs the planned fallback instead (sdc/runtime/counters.py)."""
+    in_c = kernel in (None, C_CONV)
     if name == "layout_cast":
-        return layout_cast_kernel()
-    if name in ("max_pool", "avg_pool") and in_place is None and attrs is not None:
-        return c_conv.pool_kernel(name, ref, attrs)  # a channels-last float32 CPU operand: C, else `ref`
-    if name == "global_avg_pool" and in_place is None:
-        return c_conv.global_avg_pool_kernel(ref)  # likewise
-    if name == "lrn" and in_place is None and attrs is not None:
-        return c_conv.lrn_kernel(ref, attrs)  # likewise
-    if name == "resize" and in_place is None and attrs is not None:
-        return c_conv.resize_kernel(ref, attrs)  # a linear one of the spatial dims: likewise
+        return layout_cast_kernel(in_c, fell_back)
+    if in_c and in_place is None and attrs is not None and name in ("max_pool", "avg_pool", "lrn", "resize"):
+        # a channels-last float32 CPU operand: C, else `ref`
+        counted = c_conv.counting(ref, fell_back)
+        made = {"lrn": c_conv.lrn_kernel, "resize": c_conv.resize_kernel}.get(name)
+        return made(counted, attrs) if made is not None else c_conv.pool_kernel(name, counted, attrs)
+    if in_c and name == "global_avg_pool" and in_place is None:
+        return c_conv.global_avg_pool_kernel(c_conv.counting(ref, fell_back))  # likewise
     if name == "conv" and in_place is None and attrs is not None:
         weight = constants[1] if len(constants) > 1 else None
-        packed = packed_conv(ref, attrs, weight, input_shape) if weight is not None else None
+        packed = None
+        if weight is not None and kernel in (None, C_CONV, ONEDNN):
+            packed = packed_conv(ref, attrs, weight, input_shape, own_kernel=in_c, fell_back=fell_back)
         if packed is not None:
             return packed
         if attrs.get(EPILOGUE):
@@ -115,17 +123,29 @@ def reference_kernel(name: str, ref: Kernel, in_place: int | None = None,
     return _unary(name, ref)
 
 
-def layout_cast_kernel() -> Kernel:
-    """`layout_cast` that makes an image channels-last in C (`c_conv.channels_last_kernel`) where it can."""
+def built_kernel(kernel: Kernel) -> str | None:
+    """What a kernel `reference_kernel` made runs (sdc/runtime/kernel_choice.py's names), where it is
+    one of sdc's C kernel library or oneDNN; None for the others."""
+    return getattr(kernel, "sdc_kernel", None)
+
+
+def layout_cast_kernel(in_c: bool = True, fell_back: Callable[[str], None] | None = None) -> Kernel:
+    """`layout_cast` that makes an image channels-last in C (`c_conv.channels_last_kernel`) where it can
+    (with `in_c`: the plan chose sdc's C kernel for it)."""
+    if not in_c:
+        return layout_cast
     to_channels_last = c_conv.channels_last_kernel()
+    fallback = c_conv.counting(layout_cast, fell_back)
 
     def run(env, a: dict, x: torch.Tensor) -> torch.Tensor:
         if list(a["layout"]) == [0, 2, 3, 1]:  # an image's channels-last copy: its channels interleaved in C
             lying = to_channels_last(x)
             if lying is not None:
                 return lying
-        return layout_cast(env, a, x)
+        return fallback(env, a, x)
 
+    if c_kernels_enabled():
+        run.sdc_kernel = C_CONV
     return run
 
 
@@ -177,7 +197,8 @@ PACK_MAX_DIM = 2**31 - 1
 
 
 def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
-                input_shape: tuple[int | None, ...] | None) -> Kernel | None:
+                input_shape: tuple[int | None, ...] | None, own_kernel: bool = True,
+                fell_back: Callable[[str], None] | None = None) -> Kernel | None:
     """A 2-d float32 CPU convolution: sdc's C kernel (`c_conv`) where it takes a call, else oneDNN's on
     `weight` reordered once (below), or a small product; None where it does not apply.
 
@@ -187,7 +208,10 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
     oneDNN reorders the packed weight itself for that call (what the reference convolution does on
     every call), so results stay right and only that call pays. Measured: the segmentation model of
     the bench (symbolic image size, run at 96x64) 7% faster packed with the guess than unpacked.
-    `attrs[EPILOGUE]` (see `fuse_epilogues`) names the ops oneDNN applies to the result in the same pass."""
+    `attrs[EPILOGUE]` (see `fuse_epilogues`) names the ops oneDNN applies to the result in the same pass.
+    `own_kernel`: the planner chose sdc's C kernel where it takes the convolution (else oneDNN alone);
+    `fell_back(kernel)` counts the calls that run oneDNN instead of it, or the reference instead of
+    oneDNN (sdc/runtime/counters.py). The kernel's `sdc_kernel` says which it prepared."""
     if (weight.dim() != 4 or weight.dtype != torch.float32 or weight.device.type != "cpu"
             or not torch.backends.mkldnn.is_available()):
         return None
@@ -223,7 +247,8 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
             if pack_threads != threads:
                 torch.set_num_threads(threads)
 
-    own = c_conv.prepare(weight, attrs, *_epilogue_unary(attrs))  # grouped, depthwise, 1x1...: sdc's C kernels
+    # grouped, depthwise, 1x1...: sdc's C kernels
+    own = c_conv.prepare(weight, attrs, *_epilogue_unary(attrs)) if own_kernel else None
     # Where sdc's C kernel takes the convolution, oneDNN runs only calls on other inputs (not channels-last
     # float32: few or none), so its weight is packed at the first such call, for that call's shape and
     # the thread count the gate gave it (not a second copy of every weight held for nothing: VGG-19's
@@ -243,7 +268,8 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
     adds, finish = _epilogue(attrs)
     post_op, post_scalars = _onednn_post_op(attrs)
     convolution = torch.ops.mkldnn._convolution_pointwise
-    fallback = _with_epilogue(ref, attrs) if attrs.get(EPILOGUE) else ref
+    fallback = c_conv.counting(_with_epilogue(ref, attrs) if attrs.get(EPILOGUE) else ref, fell_back)
+    to_onednn = fell_back if own is not None else None  # counts the calls sdc's C kernel does not take
 
     kernel = [int(k) for k in weight.shape[2:]]
     # A 1x1 convolution is a matrix product over the pixels; a small one runs as one BLAS call (on a view
@@ -271,6 +297,8 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
         cheap = kept(cheap_shapes, x.shape, cheap_at, x.shape)
         if not _plain_f32(x) or (bias is not None and bias.dtype != torch.float32) or (adds and not _plain_f32(other)):
             return fallback(env, a, x, w, *rest)
+        if to_onednn is not None:
+            to_onednn(ONEDNN)
         if cheap:
             out = _pointwise_matmul(x, matrix, bias) if pointwise else _patch_matmul(x, matrix, kernel, bias)
             if adds:
@@ -297,6 +325,7 @@ def packed_conv(ref: Kernel, attrs: dict, weight: torch.Tensor,
         out = convolution(x, packed, bias, padding, strides, dilations, groups, "none", [], "") + other
         return finish(out)
 
+    run.sdc_kernel = C_CONV if own is not None else ONEDNN
     return run
 
 
@@ -348,10 +377,9 @@ def _patch_matmul(x: torch.Tensor, matrix: torch.Tensor, kernel: list[int], bias
     return out if x.is_contiguous(memory_format=torch.channels_last) else out.contiguous()
 
 
-# The attributes `fuse_epilogues` adds to a convolution: the ops after it that its kernel applies
-# (an `add`, then one unary op, each optional), and that unary op's attributes as [name, value] pairs.
-EPILOGUE = "sdc.epilogue"
-EPILOGUE_ATTRS = "sdc.epilogue_attrs"
+# `fuse_epilogues` adds EPILOGUE and EPILOGUE_ATTRS (sdc.runtime.format) to a convolution: the ops after
+# it that its kernel applies (an `add`, then one unary op, each optional), and that unary op's
+# attributes as [name, value] pairs.
 
 # The unary ops a convolution's kernel applies as it writes its result: oneDNN's post-op for each
 # (`_onednn_post_op`), in place after the convolution where it has none for the op's attributes.

@@ -279,6 +279,13 @@ def test_the_kernel_ir_imports_no_backend_and_no_backend_another():
     assert not upward, f"the kernel IR imports a backend: {upward}"
 
 
+def test_no_import_circle_through_the_runtimes_executor():
+    """The executor imports the runs of C kernels (c_segment, c_runs), which take its instruction
+    classes from sdc/runtime/instructions.py: nothing it imports imports it back, deferred imports included."""
+    found = cycles(subgraph(import_graph(deferred=True), lambda name: name.startswith("sdc.runtime")))
+    assert not any("sdc.runtime.executor" in c for c in found), f"import circles through the executor: {found}"
+
+
 def test_report_other_import_circles(capsys):
     """Reported, not failed: circles elsewhere in sdc/ are for the layers that own them."""
     graph = import_graph(deferred=False)

@@ -37,6 +37,8 @@ IN_PROGRESS = {
     "sdc/codegen/c/__init__.py": "the ops the C backend leaves to oneDNN / the user's reference (conv, custom)",
     "sdc/codegen/plan.py": "weight ops, foldable elementwise ops, the templates' op names",
     "sdc/runtime/c_conv.py": "the pooling ops the C kernels take",
+    "sdc/runtime/kernel_choice.py": "the ops sdc's C kernel library (c_conv.c) computes, and their fit tests",
+    "sdc/codegen/calls_as_one.py": "the view ops a C segment maps, the ops a C run holds (c_segment/c_runs' own)",
     "sdc/runtime/c_runs.py": "the ops a C run may hold",
     "sdc/runtime/c_segment.py": "the view ops a C segment maps",
     "sdc/runtime/distributed.py": "the reductions of a collective",
