@@ -46,7 +46,7 @@ InputShapes = tuple[tuple[str, Any], ...]
 Shardings = tuple[tuple[str, Any], ...]  # (name, sdc.dialect.mesh.Sharding)
 
 # Compile-time kernel choices and the environment variables that give their defaults.
-C_KERNELS_ENV = "SDC_C_KERNELS"  # also read at load by the runtime (sdc/runtime/c_launcher.py)
+C_KERNELS_ENV = "SDC_C_KERNELS"  # also read at load by the runtime (sdc/runtime/launch/c.py)
 CUDA_CPP_ENV = "SDC_CUDA_CPP"
 CUDA_CPP_FAMILIES = ("elementwise",)
 """The kernel families (KernelProgram templates) the CUDA C++ renderer can take (sdc/codegen/cuda)."""

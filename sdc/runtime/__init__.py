@@ -76,7 +76,7 @@ class Executable:
         self.kernel_count = self._executor.kernel_count
         # What ran per launch step: the planned kernel or its fallback, counted (sdc/runtime/counters.py).
         self.counters = self._executor.counters
-        from sdc.runtime.triton_launcher import prewarm
+        from sdc.runtime.launch.triton import prewarm
 
         # the generated kernels compile now, in parallel, not one by one in the first call (cuda only)
         self.kernels_prewarmed = prewarm(self._executor.program, program, device)
@@ -271,7 +271,7 @@ class _OneCall:
 
 def _kernel_sources(artifact: Artifact):
     """The artifact's generated kernels, read (hash-checked) when a launch needs one."""
-    from sdc.runtime.triton_launcher import KernelSources
+    from sdc.runtime.launch.triton import KernelSources
 
     return KernelSources(artifact.root, artifact.files, artifact.error)
 

@@ -1,7 +1,7 @@
 /* sdc's hand-written CPU convolutions over channels-last (NHWC) float32 tensors.
  *
  * The runtime compiles this file once per host (sdc/runtime/c_conv.py, through the cache of
- * c_launcher.build_library) and calls it for the convolutions oneDNN runs far from the machine's
+ * launch/c.py's build_library) and calls it for the convolutions oneDNN runs far from the machine's
  * peak: grouped ones (ShuffleNet's 1x1 convolutions of 4 groups) and depthwise ones (MobileNet's),
  * ungrouped ones of few input channels (an image's first, as one group whose tiles gather their windows:
  * gather_windows), and small ones whose windows tile the image (a vision transformer's patch embedding); besides them, max and average pooling and the channel shuffle of channels-last tensors.

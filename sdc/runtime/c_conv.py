@@ -6,7 +6,7 @@ and a call one does not take runs the planned fallback, counted (sdc/runtime/cou
 oneDNN runs grouped and depthwise convolutions far from the machine's peak and costs some 25 us per
 call besides; ShuffleNet's 1x1 convolutions of 4 groups took 185 us each inside the model where
 onnxruntime's took 92, MobileNet-v3's depthwise ones 50-110 us. This module compiles `c_conv.c`
-once per host (through the cache of `c_launcher.build_library`, like an artifact's generated
+once per host (through the cache of `launch.c.build_library`, like an artifact's generated
 kernels) and prepares, at load, a convolution that it can run (`prepare`): its weight reordered once
 into the layout the kernel reads. The kernels read the input as it lies in channels-last memory and
 write a channels-last result, with the bias, a residual add and the unary op that `fuse_epilogues`
@@ -73,7 +73,7 @@ from typing import Any, Callable
 import torch
 
 from sdc.limits import check_alloc
-from sdc.runtime.c_launcher import CCompileError, build_parallel_library, c_kernels_enabled
+from sdc.runtime.launch.c import CCompileError, build_parallel_library, c_kernels_enabled
 from sdc.runtime.format import C_CONV  # this library, among the kernels a plan chooses
 from sdc.runtime.kept import kept
 

@@ -1,6 +1,6 @@
 """Runs of C launches called as one: the executor's `CSegment` instruction.
 
-Each C launch (c_launcher.CLaunch) costs 3-10 us of Python per call: its argument shapes looked up,
+Each C launch (launch/c.py's CLaunch) costs 3-10 us of Python per call: its argument shapes looked up,
 its results allocated, its pointers written, one ctypes call. A small transformer has dozens of them
 between a few torch ops, so that cost, not the kernels, decides its time. A segment is a maximal run of
 consecutive executor instructions that are
@@ -52,7 +52,7 @@ import torch
 from sdc.dialect.opdef import all_ops
 from sdc.limits import check_alloc
 from sdc.runtime.arena import ArenaAlloc
-from sdc.runtime.c_launcher import _MISFIT, CCompileError, CLaunch, _dense_strides, build_library, out_of_memory
+from sdc.runtime.launch.c import _MISFIT, CCompileError, CLaunch, _dense_strides, build_library, out_of_memory
 from sdc.runtime.instructions import AllocBuffer, EventStep, FreeSlots, PreparedOp, ViewSlot, replace_runs
 from sdc.runtime.switches import env_switch
 

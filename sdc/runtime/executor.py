@@ -43,7 +43,7 @@ from sdc.dialect.ops.custom import CUSTOM
 from sdc.dialect import symexpr
 from sdc.dialect.shapes import DYN, TensorSpec, broadcast_shapes
 from sdc.runtime import c_conv, kernel_choice, plan_schema as S
-from sdc.runtime.c_launcher import c_kernels_enabled
+from sdc.runtime.launch.c import c_kernels_enabled
 from sdc.runtime.counters import Counters
 from sdc.runtime.format import decode_value
 from sdc.runtime.profile import Profiler, StepInfo
@@ -105,7 +105,7 @@ class ReferenceExecutor:
         """`error(message)` makes the SdcError for a plan that does not fit its weights (naming the
         artifact and plan.json). `comm` runs the collectives (sdc.runtime.distributed); `device` is
         where the tensors live; `kernels` reads the artifact's generated kernel sources
-        (`sdc.runtime.triton_launcher.KernelSources`), for launches whose backend is triton, cuda or c. `tf32`:
+        (`sdc.runtime.launch.triton.KernelSources`), for launches whose backend is triton, cuda or c. `tf32`:
         the artifact's precision is tf32, so torch's f32 matmuls and convolutions may use TF32 on
         cuda (`fp32_math`); otherwise they compute in full f32."""
         self.mesh = dict(mesh)
@@ -145,7 +145,7 @@ class ReferenceExecutor:
         self.segments: list[tuple[StepInfo | None, tuple[Callable[[list, RunState], None], ...]]] = []
         self.kernel_count = 0
         view_slots = frozenset(self.slots[s.value] for s in program.steps if isinstance(s, S.View))
-        c_libraries = None  # the compiled C sources (c_launcher.CLibraries), once the first c launch needs them
+        c_libraries = None  # the compiled C sources (launch/c.py's CLibraries), once the first c launch needs them
         for step in program.steps:
             first = len(self.program)
             if self.arena is not None and isinstance(step, (S.Launch, S.Collective, S.Alloc)):
@@ -156,19 +156,19 @@ class ReferenceExecutor:
                         self.program.append(self.arena.alloc_step(self.slots[vid], value,
                                                                   dtypes.to_torch(value.dtype), step.where))
             if isinstance(step, S.Launch) and step.triton is not None:
-                from sdc.runtime.triton_launcher import prepare_launch
+                from sdc.runtime.launch.triton import prepare_launch
 
                 self.kernel_count += 1
                 self.program.append(prepare_launch(step, self.slots, program.values, kernels, device,
                                                    self.streams[step.stream], error, view_slots))
             elif isinstance(step, S.Launch) and step.cuda is not None:
-                from sdc.runtime.cuda_launcher import prepare_cuda_launch
+                from sdc.runtime.launch.cuda import prepare_cuda_launch
 
                 self.kernel_count += 1
                 self.program.append(prepare_cuda_launch(step, self.slots, program.values, kernels, device,
                                                         self.streams[step.stream], error))
             elif isinstance(step, S.Launch) and step.c is not None:
-                from sdc.runtime.c_launcher import CLibraries, prepare_c_launch
+                from sdc.runtime.launch.c import CLibraries, prepare_c_launch
 
                 self.kernel_count += 1
                 if c_libraries is None:
@@ -234,7 +234,7 @@ class ReferenceExecutor:
         # `fp32_math`. A plan of generated kernels alone needs neither: every tensor they make names
         # its device. Skipping them matters for such plans: the mode sends every tensor method call of
         # the Triton launcher through Python (about 5x slower each), `fp32_math` costs ~15 us a call.
-        from sdc.runtime.c_launcher import CLaunch
+        from sdc.runtime.launch.c import CLaunch
 
         # A C launch counts: its group may run through torch (CLaunch.fallback).
         self.torch_ops = any(isinstance(i, (PreparedOp, CLaunch)) for i in self.program)

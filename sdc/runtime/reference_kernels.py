@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from sdc.runtime import c_conv
 from sdc.runtime.format import C_CONV, EPILOGUE, EPILOGUE_ATTRS, ONEDNN
-from sdc.runtime.c_launcher import c_kernels_enabled
+from sdc.runtime.launch.c import c_kernels_enabled
 from sdc.runtime.gate import small_conv
 from sdc.runtime.kept import kept
 
@@ -570,8 +570,8 @@ CUDNN_CHOICE_ENV = "SDC_CUDNN_CHOICE"
 class CudnnChoice:
     """Per convolution signature (operand shapes, strides and dtype, the attributes), whether the
     fused cuDNN call is faster than the plain convolution with its epilogue after it: timed once
-    (CUDA events, `triton_launcher.measure`) at the first call of a signature outside a CUDA-graph
-    capture, then remembered here and on disk (`triton_launcher.Autotuner`, keyed by cuDNN's version
+    (CUDA events, `launch.triton.measure`) at the first call of a signature outside a CUDA-graph
+    capture, then remembered here and on disk (`launch.base.Autotuner`, keyed by cuDNN's version
     and the device), when `SDC_CUDNN_CHOICE=1`; otherwise, or with `SDC_AUTOTUNE=0`, the fused call. During a capture
     a signature not yet timed takes the fused call."""
 
@@ -589,7 +589,7 @@ class CudnnChoice:
         known = self.chosen.get(key)
         if known is not None:
             return known
-        from sdc.runtime import triton_launcher as T
+        from sdc.runtime.launch import triton as T
 
         if os.environ.get(CUDNN_CHOICE_ENV, "").strip() != "1":
             return True

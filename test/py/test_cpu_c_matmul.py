@@ -2,7 +2,7 @@
 
 Each case is a kernel group of plan.json op entries (sdc.matmul and its epilogue), lowered with the
 C renderer's op set, rendered, compiled with the host's C compiler and called through ctypes as the
-runtime does (the ABI of sdc/runtime/c_launcher.py), then compared with torch eager on fresh random
+runtime does (the ABI of sdc/runtime/launch/c.py), then compared with torch eager on fresh random
 inputs: 2-D and batched, broadcast batch dims, transposed operands, bias/activation/residual
 epilogues, several results, f32 and f64, sizes of 1 and 0, odd sizes that leave partial tiles, a
 size known at run time only.

@@ -1,4 +1,4 @@
-"""CUDA C++ kernels beside the Triton ones (sdc/codegen/cuda, sdc/runtime/cuda_launcher.py).
+"""CUDA C++ kernels beside the Triton ones (sdc/codegen/cuda, sdc/runtime/launch/cuda.py).
 
 On the CPU: what the renderer writes for a few groups, which groups it leaves to Triton, the plan
 schema of a `cuda` launch and its load-time errors, the refusal to load without a CUDA device, the

@@ -147,7 +147,7 @@ def test_the_executed_steps_are_the_plans(name, tmp_path):
 
 @needs_c_compiler
 def test_a_c_kernel_over_its_size_limit_counts_its_planned_fallback(tmp_path):
-    """A generated C matmul of more than c_launcher.LARGE_MACS multiply-adds runs through torch on two
+    """A generated C matmul of more than launch/c.py's LARGE_MACS multiply-adds runs through torch on two
     threads (the plan's fallback) and in C on one: the counters say which, call by call."""
     gen = torch.Generator().manual_seed(0)
     model = nn.Sequential(nn.Linear(128, 128), nn.GELU()).eval()

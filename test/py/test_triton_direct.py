@@ -1,4 +1,4 @@
-"""Direct launches of compiled Triton kernels (sdc/runtime/triton_direct.py): the C launcher called
+"""Direct launches of compiled Triton kernels (sdc/runtime/launch/triton_direct.py): the C launcher called
 with the argument list of a known call signature, bypassing `JITFunction.run`."""
 
 from __future__ import annotations

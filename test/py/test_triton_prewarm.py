@@ -1,4 +1,4 @@
-"""Compiling an artifact's Triton kernels at load (sdc.runtime.triton_launcher.prewarm).
+"""Compiling an artifact's Triton kernels at load (sdc.runtime.launch.triton.prewarm).
 
 The prewarm is worth something only if it predicts the first call exactly: the same kernel
 functions with the same arguments (dtypes, strides, sizes) and constexprs, or triton compiles

@@ -2,7 +2,7 @@
 
 Why: on the H200 a GPT-2 training step spent a fifth of its time in copy launches, most of them the
 `.contiguous()` of a transpose or a slice that a generated kernel then read again. A Triton kernel
-takes per-dim strides (sdc/runtime/triton_launcher.py), so it reads a permuted or sliced view as it
+takes per-dim strides (sdc/runtime/launch/triton.py), so it reads a permuted or sliced view as it
 is; the reference op only has to return the view. Numerics are checked against torch eager on
 fresh random inputs, per dtype, at two batch sizes of one artifact (a dynamic batch); the copies of
 one call are counted with a torch dispatch mode.

@@ -22,7 +22,7 @@ C_BACKEND = "c"
 C_SOURCE = "cpu.c"  # the rank's one source file under kernels/ (cpu_r<rank>.c for a partitioned program)
 # A matmul whose static multiply-adds exceed this stays torch's (oneDNN/MKL), whatever the threads: the
 # C template is a plain vectorized loop nest, made for the small products where torch's per-call cost
-# dominates. Symbolic sizes are checked per call (c_launcher.MAX_SERIAL_MACS).
+# dominates. Symbolic sizes are checked per call (sdc/runtime/launch/c.py MAX_SERIAL_MACS).
 MAX_STATIC_MACS = 1 << 21
 
 

@@ -1,8 +1,0 @@
-"""The old name of sdc/runtime/launch/c.py, kept while modules and branches still import it: it
-is that module (the same object, so what a test patches here it patches there)."""
-
-import sys
-
-from sdc.runtime.launch import c as _module
-
-sys.modules[__name__] = _module
