@@ -18,6 +18,10 @@ the op's name:
     differentiable bool: a gradient can flow through it, so it needs a vjp (or is a known gap)
     flash_score   bool: may be in an attention's score chain or mask (the flash kernel computes it)
     reduced_axes  the axes a reduction-class op reduces, from its rank and attributes
+    kernel_form   KernelForm: how the kernel IR's lowering takes it (sdc/codegen/kernel/lowering.py)
+    row_reduce    RowReduce: a plain reduction's primitive in the row template (sum, max, min; a mean)
+    vector_operands  operand index -> the dim of operand 0 that operand runs along (per channel, per row)
+    kernel_floats_only  bool: generated kernels take it on float operands only; integer ones keep torch
 
 This module imports no MLIR and no torch: the hooks are plain data and small functions of
 `TensorSpec`s.
@@ -150,6 +154,24 @@ class ShardingRule:
     rule: str
     linear: str = ""
     axis: str | int | None = None
+
+
+class KernelForm(StrEnum):
+    """How the kernel IR's lowering (sdc/codegen/kernel/lowering.py) takes an op of a kernel group
+    (a template's anchor, matmul or conv, is the template's own)."""
+
+    RENDERED = "rendered"  # one node, which the renderer has a form for (its scalar formula) or refuses
+    LOWERED = "lowered"  # the lowering writes it out in nodes every renderer has (a cast, a gather, ...)
+    ROW = "row"  # a reduction along the last dim: the row template, one program per row
+
+
+@dataclass(frozen=True)
+class RowReduce:
+    """A plain reduction in the row template: the kernel IR's reduction `primitive` over the row
+    (`sum`, `max`, `min`), divided by the row length when `mean`."""
+
+    primitive: str
+    mean: bool = False
 
 
 # ---------------------------------------------------------------- costs

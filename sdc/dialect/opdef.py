@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
-from sdc.dialect.hooks import (KIND_DEFAULTS, CostRule, FusionClass, LayoutHook, LayoutRule, OpKind, Precision,
-                               Recompute, ShardingRule)
+from sdc.dialect.hooks import (KIND_DEFAULTS, CostRule, FusionClass, KernelForm, LayoutHook, LayoutRule, OpKind,
+                               Precision, Recompute, RowReduce, ShardingRule)
 from sdc.dialect.shapes import ShapeContext, TensorSpec
 
 REQUIRED = object()
@@ -123,6 +123,11 @@ class OpDef:
     differentiable: bool | None = None
     flash_score: bool = False
     reduced_axes: Callable[[int, dict], tuple[int, ...]] | None = None
+    # the kernel IR's lowering (sdc/codegen/kernel/lowering.py); the same default for every kind
+    kernel_form: KernelForm = KernelForm.RENDERED
+    row_reduce: RowReduce | None = None
+    vector_operands: Mapping[int, int] = field(default_factory=dict)
+    kernel_floats_only: bool = False
 
     # elementwise ops: the value at one element as a formula over primitives (sdc/dialect/scalar.py),
     # from which every codegen backend derives the op's code

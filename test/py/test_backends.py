@@ -93,3 +93,17 @@ def test_the_template_registry_picks_by_the_groups_ops_in_order():
     assert template_of(ops("matmul", "mul", "softmax", "matmul")).name == "attention"
     assert template_of(ops("matmul", "add", "gelu")).name == "matmul"
     assert template_of(ops("exp", "softmax")).name == "elementwise/row"
+
+
+def test_the_c_backend_leaves_convolutions_and_custom_ops_without_a_reason():
+    values = {v: {"shape": [1, 4, 8, 8], "dtype": "f32"} for v in ("x", "w", "c", "y")}
+    c = backend("c")
+    conv = {"op": "conv", "inputs": ["x", "w"], "outputs": ["c"], "attrs": {}}
+    relu = {"op": "relu", "inputs": ["c"], "outputs": ["y"], "attrs": {}}
+    assert c.generate(Group([conv, relu], ["x", "w"], ["y"], values, "k0")) is None  # oneDNN or sdc's conv kernels
+    custom = {"op": "custom", "inputs": ["x"], "outputs": ["y"], "attrs": {"name": "mine"}}
+    assert c.generate(Group([custom], ["x"], ["y"], values, "k1")) is None  # the user's own reference
+    transposed = {"op": "conv_transpose", "inputs": ["x", "w"], "outputs": ["y"], "attrs": {}}
+    with pytest.raises(LoweringError, match="no kernel template or renderer form for 'sdc.conv_transpose'"):
+        c.generate(Group([transposed], ["x", "w"], ["y"], values, "k2"))
+    assert c.functions == []

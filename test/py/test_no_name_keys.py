@@ -32,9 +32,6 @@ PRIMITIVES = frozenset(scalar.PRIMITIVES) | scalar.PREDICATES
 
 # Being cleaned by other helpers of [3.1] right now; each entry names the tables left there.
 IN_PROGRESS = {
-    "sdc/codegen/kernel/lowering.py": "the row ops, their reduction primitives and per-row/per-channel operands, "
-                                      "the ops lowering writes out itself, integer-unsafe ops",
-    "sdc/codegen/c/__init__.py": "the ops the C backend leaves to oneDNN / the user's reference (conv, custom)",
     "sdc/codegen/plan.py": "weight ops, foldable elementwise ops, the templates' op names",
     "sdc/runtime/c_conv.py": "the pooling ops the C kernels take",
     "sdc/runtime/kernel_choice.py": "the ops sdc's C kernel library (c_conv.c) computes, and their fit tests",

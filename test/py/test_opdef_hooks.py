@@ -7,14 +7,15 @@ call its hooks with: the cost rule, the layout rule and the sharding rule must a
 
 from __future__ import annotations
 
-import pytest
-
+import dataclasses
 from pathlib import Path
+
+import pytest
 
 from sdc import dtypes
 from sdc.dialect import derivatives
-from sdc.dialect.hooks import (DYNAMIC_DIM, KIND_DEFAULTS, Cost, FusionClass, LayoutRule, OpKind, Precision,
-                               Recompute, ShardingRule)
+from sdc.dialect.hooks import (DYNAMIC_DIM, KIND_DEFAULTS, Cost, FusionClass, KernelForm, LayoutRule, OpKind,
+                               Precision, Recompute, RowReduce, ShardingRule)
 from sdc.dialect.ir import read_attrs, tensor_spec
 from sdc.dialect.op_classes import new_context
 from sdc.dialect.opdef import OpDef, all_ops, weight_ops
@@ -91,6 +92,23 @@ def test_every_hook_takes_the_ops_own_example(name):
     factors = S.rule_for(name, op.kind, attrs, dims, rdims, [s.dtype for s in (*ins, *outs)])
     assert [len(row) for row in factors.operands] == [len(d) for d in dims]
     assert [len(row) for row in factors.results] == [len(d) for d in rdims]
+
+
+def test_every_op_the_kernel_lowering_writes_out_has_its_lowering():
+    from sdc.codegen.kernel.lowering import _Lowering
+
+    for name, op in OPS.items():
+        assert isinstance(op.kernel_form, KernelForm) and isinstance(op.kernel_floats_only, bool)
+        if op.kernel_form != KernelForm.RENDERED:
+            assert op.row_reduce is not None or hasattr(_Lowering, f"_lower_{name}"), f"sdc.{name}: no _lower_{name}"
+        if op.row_reduce is not None:
+            assert op.kernel_form == KernelForm.ROW and op.row_reduce.primitive in ("sum", "max", "min"), name
+        for i, dim in op.vector_operands.items():
+            assert 0 < i < len(op.operands) and isinstance(dim, int), (name, i, dim)
+    own = {m.removeprefix("_lower_") for m in dir(_Lowering) if m.startswith("_lower_")} - {"reduction"}
+    assert own <= set(OPS), "a _lower_<op> method of no op"
+    # every op with such a method is written out by the lowering, but random_uniform, which the renderer has
+    assert {n for n in own if OPS[n].kernel_form == KernelForm.RENDERED} == {"random_uniform"}
 
 
 def test_every_differentiable_op_has_a_vjp_or_is_a_known_gap():
@@ -171,6 +189,49 @@ def test_precision_policies():
     got = {n: OPS[n].precision for n in keep | low | follow}
     assert got == {**{n: Precision.KEEP for n in keep}, **{n: Precision.LOW for n in low},
                    **{n: Precision.FOLLOW for n in follow}}
+
+
+def test_kernel_lowering_facts():
+    """What sdc/codegen/kernel/lowering.py's tables said: the row template's ops, their reduction
+    primitives, the per-channel and per-row operands, the ops it writes out, the float-only ones."""
+    assert {n for n, op in OPS.items() if op.kernel_form == KernelForm.ROW} == {
+        "softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min"}
+    assert {n for n, op in OPS.items() if op.kernel_form == KernelForm.LOWERED} == {
+        "cast", "layout_cast", "batch_norm", "gather", "pow"}
+    assert {n: op.row_reduce for n, op in OPS.items() if op.row_reduce is not None} == {
+        "reduce_sum": RowReduce("sum"), "reduce_mean": RowReduce("sum", mean=True), "reduce_max": RowReduce("max"),
+        "reduce_min": RowReduce("min")}
+    assert {n: dict(op.vector_operands) for n, op in OPS.items() if op.vector_operands} == {
+        "batch_norm": {1: 1, 2: 1, 3: 1, 4: 1}, "layer_norm": {1: -1, 2: -1}, "rms_norm": {1: -1}}
+    assert {n for n, op in OPS.items() if op.kernel_floats_only} == {"div", "mod", "pow", "clip"}
+
+
+def test_the_kernel_lowering_asks_the_opdef_not_the_name(monkeypatch):
+    """An op the lowering has never heard of, with reduce_max's hooks, lowers as a row reduction; with
+    batch_norm's per-channel operands moved to the last dim, they are read along it."""
+    from sdc.codegen.c.renderer import CRenderer
+    from sdc.codegen.kernel import LoweringError, lower_group
+
+    supported = CRenderer.elementwise_ops()
+    monkeypatch.setitem(OPS, "row_peak", dataclasses.replace(OPS["reduce_max"], name="row_peak"))
+    values = {"x": {"shape": [4, 6], "dtype": "f32"}, "y": {"shape": [4], "dtype": "f32"},
+              "s": {"shape": [6], "dtype": "f32"}, "z": {"shape": [4, 6], "dtype": "f32"}}
+    peak = {"op": "row_peak", "attrs": {"axes": [1], "keepdims": False}, "inputs": ["x"], "outputs": ["y"]}
+    program = lower_group([peak], ["x"], ["y"], values, supported)
+    assert program.template == "row" and [n.op for n in program.nodes] == ["load", "max"]
+    assert [list(r.map) for r, _ in program.results] == [[0]]
+    monkeypatch.setitem(OPS, "row_peak", dataclasses.replace(OPS["reduce_max"], name="row_peak",
+                                                             kernel_form=KernelForm.RENDERED, row_reduce=None))
+    with pytest.raises(LoweringError, match="no kernel template or renderer form for 'sdc.row_peak'"):
+        lower_group([peak], ["x"], ["y"], values, supported)
+
+    monkeypatch.setitem(OPS, "last_dim_norm", dataclasses.replace(
+        OPS["batch_norm"], name="last_dim_norm", vector_operands={i: -1 for i in range(1, 5)}))
+    values.update({"w": {"shape": [2, 4, 6], "dtype": "f32"}, "v": {"shape": [2, 4, 6], "dtype": "f32"}})
+    norm = {"op": "last_dim_norm", "attrs": {"epsilon": 1e-5}, "inputs": ["w", "s", "s", "s", "s"], "outputs": ["v"]}
+    program = lower_group([norm], ["w", "s"], ["v"], values, supported)
+    assert program.template == "elementwise"
+    assert {a.value: list(a.map) for a in program.args} == {"w": [0, 1, 2], "s": [2]}  # batch_norm's: [1]
 
 
 def test_the_docs_table_of_kind_defaults_is_current():

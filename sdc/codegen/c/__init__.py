@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from sdc.codegen.c.generate import C_SOURCE, c_kernel
 from sdc.codegen.c.renderer import CRenderer
-from sdc.codegen.kernel.program import GeneratedKernel
+from sdc.codegen.kernel.program import CONV, GeneratedKernel
+from sdc.codegen.kernel.templates import template_of
+from sdc.dialect.hooks import OpKind
+from sdc.dialect.opdef import all_ops
 from sdc.runtime.format import C
 
 __all__ = ["C", "CBackend", "CRenderer", "C_SOURCE"]
@@ -33,7 +36,7 @@ class CBackend:
         self.functions: list[str] = []
 
     def generate(self, group) -> GeneratedKernel | None:
-        if any(e["op"] in ("conv", "custom") for e in group.ops):
+        if template_of(group.ops).name == CONV or any(_is_custom(e["op"]) for e in group.ops):
             return None  # convolutions: oneDNN or sdc's conv kernels; custom ops: the user's own reference
         generated = c_kernel(self.renderer, group.ops, group.inputs, group.outputs, group.values, group.entry,
                              group.weight, group.transposed, group.layouts)
@@ -42,3 +45,8 @@ class CBackend:
 
     def file(self) -> str:
         return self.renderer.file(self.functions)
+
+
+def _is_custom(name: str) -> bool:
+    op = all_ops().get(name)
+    return op is not None and op.kind == OpKind.CUSTOM

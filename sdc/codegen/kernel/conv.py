@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sdc.codegen.kernel.lowering import ROW_OPS, _AnchoredLowering
+from sdc.codegen.kernel.lowering import _AnchoredLowering, is_row_op
 from sdc.codegen.kernel.matmul import MATMUL_DTYPES
 from sdc.codegen.kernel.program import CONV, KernelProgram, LoweringError, TensorArg
 from sdc.options import CONV_KERNEL_ENV, CONV_KERNELS, DEFAULT_CONV_KERNEL  # noqa: F401  (named here too)
@@ -61,7 +61,7 @@ class _ConvLowering(_AnchoredLowering):
         epilogue = self.ops[at + 1:]
         for e in epilogue:
             self._check_op(e)
-            if e["op"] in ROW_OPS or e["op"] == "conv":
+            if is_row_op(e["op"]) or e["op"] == "conv":
                 raise LoweringError(f"'sdc.{e['op']}' after 'sdc.conv' (its epilogue is elementwise)")
         x_id, w_id = (alias.get(v, v) for v in conv["inputs"][:2])
         bias_id = conv["inputs"][2] if len(conv["inputs"]) > 2 else None

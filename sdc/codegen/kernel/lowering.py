@@ -23,6 +23,11 @@ op says otherwise (batch_norm's per-channel operands, a norm's scale and bias, a
 keepdims). The maps are found backwards from the results; a value that two readers would map
 differently, or any op or dtype outside the renderer's set, raises `LoweringError`, and the group
 keeps the reference backend.
+
+What the lowering knows about an op is on its OpDef (sdc/dialect/hooks.py): `kernel_form` (one node
+the renderer renders, written out here in `_lower_<op>`, or a row reduction), `row_reduce` (a plain
+reduction's primitive), `vector_operands` (operands indexed by one dim of operand 0) and
+`kernel_floats_only` (integer operands keep the reference).
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ from typing import Any, Mapping, Sequence
 from sdc import dtypes
 from sdc.codegen.kernel.program import (ELEMENTWISE, KERNEL_DTYPES, ROW, KernelProgram, LoweringError, Node,
                                         TensorArg)
+from sdc.dialect.hooks import KernelForm
+from sdc.dialect.opdef import all_ops, get_op
 from sdc.runtime.format import decode_value
 
-ROW_OPS = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm", "reduce_sum", "reduce_mean", "reduce_max",
-                     "reduce_min"})
-REDUCE_PRIMITIVE = {"reduce_sum": "sum", "reduce_mean": "sum", "reduce_max": "max", "reduce_min": "min"}
-PER_CHANNEL_OPERANDS = {"batch_norm": (1, 2, 3, 4)}  # operands indexed by the channel dim (1) of operand 0
-PER_ROW_OPERANDS = {"layer_norm": (1, 2), "rms_norm": (1,)}  # operands indexed by the last dim of operand 0
+
+def is_row_op(name: str) -> bool:
+    """Whether ops named `name` are row reductions (the row template's; `OpDef.kernel_form`)."""
+    op = all_ops().get(name)
+    return op is not None and op.kernel_form == KernelForm.ROW
 
 
 class _Lowering:
@@ -59,7 +66,7 @@ class _Lowering:
             raise LoweringError("the group writes nothing")
         for e in self.ops:
             self._check_op(e)
-        template = ROW if any(e["op"] in ROW_OPS for e in self.ops) else ELEMENTWISE
+        template = ROW if any(is_row_op(e["op"]) for e in self.ops) else ELEMENTWISE
         domain_shape = self._domain_shape(template)
         self.rank = len(domain_shape)
         if template == ROW and (self.rank == 0 or domain_shape[-1] == 1):
@@ -96,9 +103,10 @@ class _Lowering:
 
     def _check_op(self, e: Mapping) -> None:
         name = e["op"]
-        # the ops this lowering writes out itself, in primitives every renderer has, or in its templates
-        own = ("cast", "layout_cast", "batch_norm", "gather", "pow")
-        if name not in self.supported and name not in ROW_OPS and name not in own:
+        op = all_ops().get(name)
+        # an op the lowering writes out itself (in primitives every renderer has, or in its row template)
+        # needs no form of the renderer's
+        if op is None or (name not in self.supported and op.kernel_form == KernelForm.RENDERED):
             raise LoweringError(f"no kernel template or renderer form for 'sdc.{name}'")
         if len(e["outputs"]) != 1:
             raise LoweringError(f"'sdc.{name}' has {len(e['outputs'])} results")
@@ -107,27 +115,25 @@ class _Lowering:
             if dtype not in KERNEL_DTYPES:
                 raise LoweringError(f"'sdc.{name}' on {dtype}")
         x = self.values[e["inputs"][0]] if e["inputs"] else None
-        if name in ROW_OPS:
+        if op.kernel_form == KernelForm.ROW:
             if not dtypes.is_float(x["dtype"]):
                 raise LoweringError(f"'sdc.{name}' on {x['dtype']} (row kernels reduce floats)")
             rank = len(x["shape"])
             if rank == 0:
                 raise LoweringError(f"'sdc.{name}' of a rank-0 tensor")
             a = e["attrs"]
-            if name.startswith("reduce_"):
+            if op.row_reduce is not None:
                 axes = sorted(ax % rank for ax in a.get("axes") or range(rank)) if rank else []
                 if axes != [rank - 1]:
                     raise LoweringError(f"'sdc.{name}' over axes {axes} (row kernels reduce the last dim)")
             elif a.get("axis", -1) % rank != rank - 1:
                 raise LoweringError(f"'sdc.{name}' along axis {a.get('axis')} (row kernels reduce the last dim)")
-        if name in ("div", "mod", "pow") and not dtypes.is_float(x["dtype"]):
+        if op.kernel_floats_only and not dtypes.is_float(x["dtype"]):
             raise LoweringError(f"integer 'sdc.{name}'")
         if name == "pow" and _scalar(self.weight(e["inputs"][1])) not in POW_EXPONENTS:
             raise LoweringError("'sdc.pow' with an exponent other than a constant " + "/".join(map(str, POW_EXPONENTS)))
-        if name == "clip" and not dtypes.is_float(x["dtype"]):
-            raise LoweringError("integer 'sdc.clip'")
         if name == "gather":
-            if any(o["op"] in ROW_OPS for o in self.ops):
+            if any(is_row_op(o["op"]) for o in self.ops):
                 raise LoweringError("'sdc.gather' in a row kernel (it runs in the elementwise template)")
             if e["inputs"][0] not in self.inputs:
                 raise LoweringError("'sdc.gather' of a table the group computes (it loads the table from memory)")
@@ -140,7 +146,7 @@ class _Lowering:
             if len(shapes) != 1:
                 raise LoweringError(f"results of different shapes {sorted(map(list, shapes))}")
             return list(next(iter(shapes)))
-        domains = {tuple(self.values[e["inputs"][0]]["shape"]) for e in self.ops if e["op"] in ROW_OPS}
+        domains = {tuple(self.values[e["inputs"][0]]["shape"]) for e in self.ops if is_row_op(e["op"])}
         if len(domains) != 1:
             raise LoweringError(f"reductions over different shapes {sorted(map(list, domains))}")
         return list(next(iter(domains)))
@@ -153,7 +159,7 @@ class _Lowering:
         for vid in self.outputs:
             e = produced[vid]
             rank = len(self.values[vid]["shape"])
-            if e["op"] in REDUCE_PRIMITIVE and not e["attrs"].get("keepdims"):
+            if get_op(e["op"]).row_reduce is not None and not e["attrs"].get("keepdims"):
                 self._set_map(vid, tuple(range(self.rank - 1)))
             else:
                 self._set_map(vid, self._right_aligned(rank, tuple(range(self.rank)), vid))
@@ -173,18 +179,17 @@ class _Lowering:
             self._set_map(indices, m[axis:axis + count])
             self._set_map(data, (*m[:axis], self.tables[e["outputs"][0]], *m[axis + count:]))
             return
+        op = get_op(name)
         for i, vid in enumerate(e["inputs"]):
             rank = len(self.values[vid]["shape"])
-            if i in PER_CHANNEL_OPERANDS.get(name, ()):
-                self._set_map(vid, (m[1],))
-            elif i in PER_ROW_OPERANDS.get(name, ()):
-                self._set_map(vid, (m[-1],))
-            elif name in REDUCE_PRIMITIVE:  # the operand runs along the reduced (last) dim
+            if i in op.vector_operands:  # a vector along one dim of operand 0 (the result's dims)
+                self._set_map(vid, (m[op.vector_operands[i]],))
+            elif op.row_reduce is not None:  # the operand runs along the reduced (last) dim
                 kept = m[:-1] if e["attrs"].get("keepdims") else m
                 self._set_map(vid, kept + (self.rank - 1,))
             else:
                 self._set_map(vid, self._right_aligned(rank, m, vid))
-        if name in ROW_OPS and self.maps[e["inputs"][0]] != self.identity:
+        if op.kernel_form == KernelForm.ROW and self.maps[e["inputs"][0]] != self.identity:
             raise LoweringError(f"'sdc.{name}' does not reduce over the kernel's domain")
 
     def _right_aligned(self, rank: int, m: tuple, vid: str) -> tuple:
@@ -233,27 +238,37 @@ class _Lowering:
         self.env[vid] = self._node("load", (), v["dtype"], row=self._is_row(vid), arg=len(self.args) - 1)
         return self.env[vid]
 
+    def _operands(self, e: Mapping, fold: bool = True) -> list[int]:
+        return [self._operand(v, fold) for v in e["inputs"]]
+
     def _lower(self, e: Mapping) -> None:
+        """Op `e` as nodes: a plain reduction's primitive, the op's own `_lower_<op>` (the ops whose
+        `kernel_form` is not RENDERED, and random_uniform), or else one node the renderer renders."""
         name, out = e["op"], e["outputs"][0]
         dtype = self.values[out]["dtype"]
-        if name == "layout_cast":  # the same values; the result's layout is where they are stored
-            self.env[out] = self._operand(e["inputs"][0])
+        if get_op(name).row_reduce is not None:
+            self.env[out] = self._lower_reduction(e, dtype)
             return
-        if name == "gather":  # the table is an argument without a load node: the gather node indexes it
-            data, indices = e["inputs"]
-            index = self._operand(indices)
-            self.args.append(TensorArg(data, self.values[data]["dtype"], self.maps[data]))
-            self.env[out] = self._node("gather", [index], dtype, arg=len(self.args) - 1,
-                                       attrs={"dim": self.tables[out]})
-            return
-        args = [self._operand(v, fold=name != "random_uniform") for v in e["inputs"]]
         lower = getattr(self, f"_lower_{name}", None)
         if lower is not None:
-            self.env[out] = lower(e, args, dtype)
-        elif name == "pow":
-            self.env[out] = self._power(args[0], float(self.nodes[args[1]].value), dtype)
+            self.env[out] = lower(e, dtype)
         else:
-            self.env[out] = self._node(name, args, dtype, attrs=dict(e["attrs"]))
+            self.env[out] = self._node(name, self._operands(e), dtype, attrs=dict(e["attrs"]))
+
+    def _lower_layout_cast(self, e, dtype) -> int:
+        """The same values; the result's layout is where they are stored."""
+        return self._operand(e["inputs"][0])
+
+    def _lower_gather(self, e, dtype) -> int:
+        """The table is an argument without a load node: the gather node indexes it."""
+        data, indices = e["inputs"]
+        index = self._operand(indices)
+        self.args.append(TensorArg(data, self.values[data]["dtype"], self.maps[data]))
+        return self._node("gather", [index], dtype, arg=len(self.args) - 1, attrs={"dim": self.tables[e["outputs"][0]]})
+
+    def _lower_pow(self, e, dtype) -> int:
+        x, exponent = self._operands(e)
+        return self._power(x, float(self.nodes[exponent].value), dtype)
 
     def _power(self, x: int, exponent: float, dtype: str) -> int:
         """x ** exponent for a constant exponent of POW_EXPONENTS, as the primitives every renderer has."""
@@ -266,9 +281,11 @@ class _Lowering:
         square = self._node("mul", [x, x], dtype)
         return square if exponent == 2.0 else self._node("mul", [square, x], dtype)
 
-    def _lower_random_uniform(self, e, args, dtype) -> int:
+    def _lower_random_uniform(self, e, dtype) -> int:
         """Element i draws counter offset + i, i its row-major index: in the elementwise template, when the
-        value spans the whole domain, that is the domain's flat index (the renderer's `idx`)."""
+        value spans the whole domain, that is the domain's flat index (the renderer's `idx`). Its seed and
+        offset stay tensors (the renderer reads them), never constants."""
+        args = self._operands(e, fold=False)
         out = e["outputs"][0]
         if self.template != ELEMENTWISE:
             raise LoweringError(f"'sdc.random_uniform' in a {self.template} kernel (it draws by the flat index of "
@@ -280,11 +297,12 @@ class _Lowering:
             raise LoweringError("'sdc.random_uniform' of a constant seed or offset folded by another reader")
         return self._node("random_uniform", args, dtype, attrs=dict(e["attrs"]))
 
-    def _lower_cast(self, e, args, dtype) -> int:
+    def _lower_cast(self, e, dtype) -> int:
+        args = self._operands(e)
         return self._node("cast", args, dtype, attrs={"from": self.nodes[args[0]].dtype})
 
-    def _lower_batch_norm(self, e, args, dtype) -> int:
-        x, scale, bias, mean, var = args
+    def _lower_batch_norm(self, e, dtype) -> int:
+        x, scale, bias, mean, var = self._operands(e)
         eps = self._const(float(e["attrs"]["epsilon"]), dtype)
         inv = self._node("rsqrt", [self._node("add", [var, eps], dtype)], dtype)
         y = self._node("mul", [self._node("sub", [x, mean], dtype), inv], dtype)
@@ -296,20 +314,20 @@ class _Lowering:
     def _reduce(self, kind: str, x: int, dtype: str) -> int:
         return self._node(kind, [x], dtype, row=False)
 
-    def _lower_softmax(self, e, args, dtype) -> int:
-        (x,) = args
+    def _lower_softmax(self, e, dtype) -> int:
+        (x,) = self._operands(e)
         shifted = self._node("sub", [x, self._reduce("max", x, dtype)], dtype)
         ex = self._node("exp", [shifted], dtype)
         return self._node("div", [ex, self._reduce("sum", ex, dtype)], dtype)
 
-    def _lower_log_softmax(self, e, args, dtype) -> int:
-        (x,) = args
+    def _lower_log_softmax(self, e, dtype) -> int:
+        (x,) = self._operands(e)
         shifted = self._node("sub", [x, self._reduce("max", x, dtype)], dtype)
         total = self._reduce("sum", self._node("exp", [shifted], dtype), dtype)
         return self._node("sub", [shifted, self._node("log", [total], dtype)], dtype)
 
-    def _lower_layer_norm(self, e, args, dtype) -> int:
-        x, scale, bias = args
+    def _lower_layer_norm(self, e, dtype) -> int:
+        x, scale, bias = self._operands(e)
         n = self._rowlen(dtype)
         mean = self._node("div", [self._reduce("sum", x, dtype), n], dtype)
         centered = self._node("sub", [x, mean], dtype)
@@ -319,8 +337,8 @@ class _Lowering:
         y = self._node("mul", [self._node("mul", [centered, inv], dtype), scale], dtype)
         return self._node("add", [y, bias], dtype)
 
-    def _lower_rms_norm(self, e, args, dtype) -> int:
-        x, scale = args
+    def _lower_rms_norm(self, e, dtype) -> int:
+        x, scale = self._operands(e)
         n = self._rowlen(dtype)
         mean_square = self._node("div", [self._reduce("sum", self._node("mul", [x, x], dtype), dtype), n], dtype)
         eps = self._const(float(e["attrs"]["epsilon"]), dtype)
@@ -329,13 +347,13 @@ class _Lowering:
             y = self._node("cast", [y], dtype, attrs={"from": "f32"})
         return self._node("mul", [y, scale], dtype)
 
-    def _lower_reduce(self, e, args, dtype) -> int:
-        r = self._reduce(REDUCE_PRIMITIVE[e["op"]], args[0], dtype)
-        if e["op"] == "reduce_mean":
+    def _lower_reduction(self, e, dtype) -> int:
+        (x,) = self._operands(e)
+        how = get_op(e["op"]).row_reduce
+        r = self._reduce(how.primitive, x, dtype)
+        if how.mean:
             r = self._node("div", [r, self._rowlen(dtype)], dtype)
         return r
-
-    _lower_reduce_sum = _lower_reduce_mean = _lower_reduce_max = _lower_reduce_min = _lower_reduce
 
 
 POW_EXPONENTS = (0.5, 1.0, 2.0, 3.0, -1.0)

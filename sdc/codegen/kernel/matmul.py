@@ -10,7 +10,7 @@ other op before it (a prologue) keeps the reference backend.
 
 from __future__ import annotations
 
-from sdc.codegen.kernel.lowering import ROW_OPS, _AnchoredLowering
+from sdc.codegen.kernel.lowering import _AnchoredLowering, is_row_op
 from sdc.codegen.kernel.program import MATMUL, KernelProgram, LoweringError, TensorArg
 
 MATMUL_DTYPES = frozenset({"f16", "bf16", "f32"})  # operand types of the template (f32 accumulation)
@@ -29,7 +29,7 @@ class _MatmulLowering(_AnchoredLowering):
         epilogue = self.ops[at + 1:]
         for e in epilogue:
             self._check_op(e)
-            if e["op"] in ROW_OPS:
+            if is_row_op(e["op"]):
                 raise LoweringError(f"'sdc.{e['op']}' after 'sdc.matmul' (its epilogue is elementwise)")
         lhs_id, rhs_id = (alias.get(v, v) for v in mm["inputs"])
         lhs, rhs, out_id = self.values[lhs_id], self.values[rhs_id], mm["outputs"][0]

@@ -7,7 +7,7 @@ import numpy as np
 
 from sdc import dtypes
 from sdc.dialect import derivatives
-from sdc.dialect.hooks import ELEMENTWISE_LAYOUT, FusionClass, OpKind, Precision, ShardingRule
+from sdc.dialect.hooks import ELEMENTWISE_LAYOUT, FusionClass, KernelForm, OpKind, Precision, ShardingRule
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import DYN, ShapeContext, TensorSpec
 from sdc.lazy import lazy_import
@@ -76,7 +76,7 @@ def _cast_ref(env, a, x):
 register(OpDef(
     name="cast", kind=OpKind.VALUES, vjp=derivatives.cast_vjp,
     precision=Precision.KEEP, fusion=FusionClass.ELEMENTWISE, layout=ELEMENTWISE_LAYOUT,
-    sharding=ShardingRule("conversion"), flash_score=True,
+    sharding=ShardingRule("conversion"), flash_score=True, kernel_form=KernelForm.LOWERED,
     summary="convert the element type",
     doc=("Converts each element to `dtype`. Float to integer truncates toward zero; anything to i1 "
          "tests for non-zero; the shape is unchanged."),
@@ -95,7 +95,7 @@ def _layout_cast_rule(ctx: ShapeContext, ins, attrs):
 
 register(OpDef(
     name="layout_cast", kind=OpKind.LAYOUT, vjp=derivatives.layout_cast_vjp,
-    sharding=ShardingRule("identity"),
+    sharding=ShardingRule("identity"), kernel_form=KernelForm.LOWERED,
     summary="change a tensor's physical layout, keeping its logical value",
     doc=("Returns the same logical tensor stored in the physical dimension order `layout` (a permutation: "
          "`layout[i]` is the logical dim stored at physical position i; NCHW -> NHWC is [0, 2, 3, 1]). "

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from sdc import dtypes
 from sdc.dialect import derivatives
 from sdc.dialect import scalar as S
-from sdc.dialect.hooks import TRANSCENDENTAL, OpKind, Precision, ShardingRule, per_result_element
+from sdc.dialect.hooks import TRANSCENDENTAL, KernelForm, OpKind, Precision, ShardingRule, per_result_element
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.shapes import ShapeContext, TensorSpec
 from sdc.lazy import lazy_import
@@ -307,6 +307,8 @@ def _where_rule(ctx: ShapeContext, ins: list[TensorSpec], attrs: dict) -> list[T
 _COSTLY = {"cost": per_result_element(TRANSCENDENTAL)}  # a transcendental or a division per element
 _SCORE = {"flash_score": True}  # the flash attention kernel computes it in a score chain or a mask
 _NO_GRADIENT = {"differentiable": False}  # integer or boolean results: nothing to differentiate
+# generated kernels take it on floats only: its integer semantics (truncating division, ...) keep torch
+_FLOATS_IN_KERNELS = {"kernel_floats_only": True}
 
 
 def _linear(how: str) -> dict:
@@ -328,7 +330,11 @@ HOOKS: dict[str, dict] = {
     "sub": {**_linear("all"), **_SCORE},
     "neg": {**_linear("unary"), **_SCORE},
     "mul": {**_linear("one"), **_SCORE},
-    "div": {**_linear("lhs"), **_COSTLY, **_SCORE},
+    "div": {**_linear("lhs"), **_COSTLY, **_SCORE, **_FLOATS_IN_KERNELS},
+    "mod": _FLOATS_IN_KERNELS,
+    "clip": _FLOATS_IN_KERNELS,
+    # by a constant exponent, which the kernel lowering writes out as products and square roots
+    "pow": {**_COSTLY, **_FLOATS_IN_KERNELS, "kernel_form": KernelForm.LOWERED},
     # f16's range would turn large values into inf; no gradient through a test
     "isnan": {"precision": Precision.FOLLOW, **_NO_GRADIENT},
     "isinf": {"precision": Precision.FOLLOW, **_NO_GRADIENT},

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sdc.dialect import derivatives
-from sdc.dialect.hooks import (TRANSCENDENTAL, FusionClass, OpKind, Precision, ShardingRule, per_operand_element,
+from sdc.dialect.hooks import (TRANSCENDENTAL, FusionClass, KernelForm, OpKind, Precision, RowReduce, ShardingRule,
+                               per_operand_element,
                                per_result_element)
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.elementwise import ANY, FLOAT, NUMERIC, check_dtype
@@ -102,14 +103,22 @@ _REDUCE_ATTRS = {
     "keepdims": attr("bool", False, "keep reduced dims with size 1"),
 }
 
+
+
+def _row(primitive: str, mean: bool = False) -> dict:
+    """A reduction the kernel IR's row template lowers (over the last dim) with this primitive."""
+    return {"kernel_form": KernelForm.ROW, "row_reduce": RowReduce(primitive, mean)}
+
+
 # Sums keep f32 (and so does the elementwise chain feeding them); only a sum's partial sums add up.
 _REDUCE_HOOKS = {
     "reduce_sum": {"precision": Precision.KEEP, "accumulates": True, "sharding": ShardingRule("reduction", "unary"),
-                   "vjp": derivatives.reduce_sum_vjp},
-    "reduce_mean": {"precision": Precision.KEEP, "accumulates": True, "vjp": derivatives.reduce_mean_vjp},
+                   "vjp": derivatives.reduce_sum_vjp, **_row("sum")},
+    "reduce_mean": {"precision": Precision.KEEP, "accumulates": True, "vjp": derivatives.reduce_mean_vjp,
+                    **_row("sum", mean=True)},
     "reduce_prod": {"precision": Precision.KEEP, "accumulates": True, "vjp": derivatives.reduce_prod_vjp},
-    "reduce_max": {"vjp": derivatives.reduce_extreme_vjp},
-    "reduce_min": {"vjp": derivatives.reduce_extreme_vjp},
+    "reduce_max": {"vjp": derivatives.reduce_extreme_vjp, **_row("max")},
+    "reduce_min": {"vjp": derivatives.reduce_extreme_vjp, **_row("min")},
 }
 
 for _name, (_fn, _sem, _empty, _cat) in REDUCTIONS.items():
@@ -177,7 +186,7 @@ for _name, _sem, _vjp in (("softmax", "exp(x) / sum(exp(x))", derivatives.softma
                           ("log_softmax", "x - log(sum(exp(x)))", derivatives.log_softmax_vjp)):
     register(OpDef(
         name=_name, kind=OpKind.NORMALIZATION, vjp=_vjp,
-        fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL),
+        fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL), kernel_form=KernelForm.ROW,
         sharding=ShardingRule("blocked_axis", axis="axis"),
         summary=f"{_sem} along an axis",
         doc=f"`{_sem}` along `axis`, computed stably (the maximum is subtracted first).",
@@ -231,7 +240,7 @@ _NORM_ATTRS = {
 register(OpDef(
     name="layer_norm", kind=OpKind.NORMALIZATION, vjp=derivatives.layer_norm_vjp,
     fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL), reduced_axes=_trailing_axes,
-    sharding=ShardingRule("normalization"),
+    sharding=ShardingRule("normalization"), kernel_form=KernelForm.ROW, vector_operands={1: -1, 2: -1},
     summary="layer normalization over the trailing dims",
     doc="`(x - mean) / sqrt(var + epsilon) * scale + bias`, statistics over dims `axis`..end.",
     operands=("input", "scale", "bias"), attrs=_NORM_ATTRS,
@@ -243,7 +252,7 @@ register(OpDef(
 register(OpDef(
     name="rms_norm", kind=OpKind.NORMALIZATION, vjp=derivatives.rms_norm_vjp,
     fusion=FusionClass.REDUCTION, cost=per_operand_element(TRANSCENDENTAL), reduced_axes=_trailing_axes,
-    sharding=ShardingRule("normalization"),
+    sharding=ShardingRule("normalization"), kernel_form=KernelForm.ROW, vector_operands={1: -1},
     summary="root-mean-square normalization over the trailing dims",
     doc="`x / sqrt(mean(x^2) + epsilon) * scale`, the mean over dims `axis`..end (f16/bf16 accumulate in f32).",
     operands=("input", "scale"), attrs=_NORM_ATTRS,
@@ -271,6 +280,7 @@ register(OpDef(
     name="batch_norm", kind=OpKind.NORMALIZATION, vjp=derivatives.batch_norm_vjp,
     fusion=FusionClass.ELEMENTWISE, cost=per_result_element(2),  # a per-channel affine map
     sharding=ShardingRule("batch_normalization"),
+    kernel_form=KernelForm.LOWERED, vector_operands={1: 1, 2: 1, 3: 1, 4: 1},  # per channel (dim 1)
     summary="batch normalization with running statistics (inference)",
     doc="`(x - mean[c]) / sqrt(variance[c] + epsilon) * scale[c] + bias[c]` for channel dim 1.",
     operands=("input", "scale", "bias", "mean", "variance"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sdc.dialect import derivatives
-from sdc.dialect.hooks import ROW_MAJOR_ONLY, LayoutRule, OpKind, ShardingRule, uniform
+from sdc.dialect.hooks import ROW_MAJOR_ONLY, KernelForm, LayoutRule, OpKind, ShardingRule, uniform
 from sdc.dialect.opdef import OpDef, attr, register
 from sdc.dialect.ops.core import shape_attr_dims
 from sdc.dialect.ops.elementwise import INT, check_dtype
@@ -385,7 +385,7 @@ def _gather_layout(operand_ranks) -> LayoutRule:
 
 register(OpDef(
     name="gather", kind=OpKind.SHAPE, vjp=derivatives.gather_vjp,
-    layout=_gather_layout, sharding=ShardingRule("gathering"),
+    layout=_gather_layout, sharding=ShardingRule("gathering"), kernel_form=KernelForm.LOWERED,
     summary="take slices by index along an axis (embedding lookup)",
     doc=("numpy `take(data, indices, axis)`: result dims are data's before `axis`, then indices', then data's "
          "after `axis`. Negative indices count from the end. An embedding is a gather on axis 0."),
