@@ -63,15 +63,15 @@ def _operation_creates(tree: ast.Module) -> list[tuple[int, str]]:
 
 
 def _builder_classes(tree: ast.Module) -> list[str]:
-    """Classes that build sdc ops for others: subclasses of OpBuilder, and classes with the derivative
-    rules' interface (`op` / `ops` methods)."""
+    """Classes that build sdc ops for others: subclasses of OpBuilder, classes with the derivative
+    rules' interface (`op` and `ops` methods), and `*Builder` classes that create ops."""
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.ClassDef):
             continue
         bases = {ast.unparse(b).rpartition(".")[2] for b in node.bases}
         methods = {f.name for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        if "OpBuilder" in bases or methods & {"op", "ops"} or node.name.endswith("Builder") and _creates_ops(node):
+        if "OpBuilder" in bases or {"op", "ops"} <= methods or node.name.endswith("Builder") and _creates_ops(node):
             out.append(node.name)
     return out
 
@@ -93,12 +93,18 @@ class MyBuilder:
         return create(name, list(xs)).results[0]
 class Sub(OpBuilder):
     pass
+class Rules:
+    def op(self, name, *xs): ...
+    def ops(self, name, *xs): ...
 class PlanBuilder:
     def step(self):
         return {"launch": 1}
+class Step:
+    def op(self):
+        return "launch"
 ''')
     assert _operation_creates(planted) == [(5, "'sdc.add'"), (6, "name")]
-    assert _builder_classes(planted) == ["MyBuilder", "Sub"]
+    assert _builder_classes(planted) == ["MyBuilder", "Sub", "Rules"]
 
 
 def test_only_the_builder_creates_sdc_ops():
