@@ -5,15 +5,15 @@ the op's operand and result values, its attributes (plain values, defaults fille
 cotangent per result, it emits sdc ops through `b` that compute the cotangent of each operand.
 None means that no gradient flows to that operand (integer indices, a condition, or a derivative
 that is zero almost everywhere such as floor's). Values are opaque handles of the builder, so this
-module, like the op tables, imports no MLIR; sdc-autodiff (sdc/transforms/autodiff.py) provides
-the builder and calls the rules.
+module, like the op tables, imports no MLIR; the builder is the dialect's `OpBuilder`
+(sdc/dialect/builder.py), which sdc-autodiff (sdc/transforms/autodiff.py) gives each rule it calls.
 
 The elementwise families are tables below (name -> derivative), the derivative column of the op
 tables, which take their rules with `unary_vjp` / `binary_vjp`; every other rule is a function
 `<op>_vjp` that the op's definition names (`OpDef(vjp=derivatives.matmul_vjp)` in
 sdc/dialect/ops/*.py), so a rule is attached where its op is defined.
 
-The builder `b` offers (see `Builder`): `b.op(name, *operands, **attrs)` (one result),
+The builder `b` offers (see `OpBuilder`): `b.op(name, *operands, **attrs)` (one result),
 `b.ops(...)` (all results), `b.spec(value)` (its TensorSpec) and `b.scalar(number, dtype)` (a
 rank-0 constant, which broadcasts against anything). A rule that cannot handle a case (dynamic
 dims, an unsupported mode) raises `RuleError`; the pass reports it at the op.
@@ -22,22 +22,15 @@ dims, an unsupported mode) raises `RuleError`; the pass reports it at the op.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from sdc.dialect.opdef import OpDef
 from sdc.dialect.shapes import TensorSpec, is_static
 
+if TYPE_CHECKING:  # the rules' annotations only: this module imports no MLIR
+    from sdc.dialect.builder import OpBuilder as Builder
+
 Value = Any
-
-
-class Builder(Protocol):
-    def op(self, name: str, /, *operands: Value, **attrs: Any) -> Value: ...
-
-    def ops(self, name: str, /, *operands: Value, **attrs: Any) -> list[Value]: ...
-
-    def spec(self, value: Value) -> TensorSpec: ...
-
-    def scalar(self, number: float, dtype: str) -> Value: ...
 
 
 class RuleError(Exception):

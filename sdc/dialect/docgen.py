@@ -117,7 +117,7 @@ Besides the builtin attributes, sdc has five of its own:
 ## How results are inferred
 
 Each op has a shape rule: from its operands' types and its attributes it infers the result types.
-Builders (`sdc.dialect.op_classes.create`) use it to type new ops; the verifier checks that the
+The builder (`sdc.dialect.builder`) uses it to type new ops; the verifier checks that the
 declared result types agree with it: same rank and element type, and equal sizes wherever both
 the declared and the inferred dim are static (a declared `?` may stand for an inferred static
 dim, and a declared static dim may refine an inferred `?`). Rules compute with `?` like with an

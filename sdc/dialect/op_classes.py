@@ -4,30 +4,29 @@ Each `OpDef` becomes a `dialects.ext` operation class (`sdc.<name>`); its
 `verify_invariants` runs `verify_op`, which checks operand/result counts and
 types, attributes (presence, kind, choices), and the shape rule: the declared
 result types must agree with the ones the rule infers. Messages say what was
-expected and what was found, at the op's location.
+expected and what was found, at the op's location. Ops are built by sdc/dialect/builder.py, which
+infers result types with the same shape rules (`infer_results`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-import numpy as np
-
 from sdc import dtypes
-from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError, Sdc
-from sdc.dialect.dense import DenseValue
-from sdc.dialect.ir import module_mesh, read_attrs, tensor_spec, tensor_type
+# create: the builder's, importable from here too for the call sites that predate sdc/dialect/builder.py
+from sdc.dialect.builder import VerifyContext, create, infer_results  # noqa: F401
+from sdc.dialect.ir import module_mesh, read_attrs, tensor_spec
 from sdc.dialect.hooks import OpKind
 from sdc.dialect.opdef import OPS, OpDef, all_ops
-from sdc.dialect.shapes import ShapeContext, ShapeError, TensorSpec, is_static
+from sdc.dialect.shapes import ShapeError, TensorSpec, is_static
 from sdc.mlir import ext, ir
 from sdc.dialect.structure import STRUCTURE_OPS, report, verify_structure  # defines sdc.fusion and sdc.yield
 
 # ---------------------------------------------------------------- types and attributes
 
 # tensor_spec, tensor_type, read_attrs, op_attributes, module_mesh and shard_counts live in
-# sdc/dialect/ir.py (with the other IR accessors); the verifier and the builders use them from there.
+# sdc/dialect/ir.py (with the other IR accessors); the verifier and the builder use them from there.
 
 
 def _spec_or_error(t: ir.Type, what: str) -> TensorSpec:
@@ -41,19 +40,7 @@ def _spec_or_error(t: ir.Type, what: str) -> TensorSpec:
     return spec
 
 
-class VerifyContext(ShapeContext):
-    def __init__(self, mesh: dict[str, int] | None):
-        self.mesh = mesh
-
-
 # ---------------------------------------------------------------- the verifier
-
-
-def infer_results(opdef: OpDef, operand_specs: list[TensorSpec], attrs: dict, mesh=None) -> list[TensorSpec] | None:
-    """Result specs from the shape rule (None when the op's result types are declared)."""
-    if opdef.shape is None:
-        return None
-    return opdef.shape(VerifyContext(mesh), operand_specs, attrs)
 
 
 def verify_op(op) -> str | None:
@@ -162,58 +149,3 @@ def load_into(ctx: ir.Context) -> None:
     """Load the sdc dialect into `ctx` (the context must be current)."""
     if not ctx.is_dialect_loaded("sdc"):
         Sdc.load()
-
-
-# ---------------------------------------------------------------- building ops from Python
-
-
-def create(name: str, operands: Sequence[ir.Value] = (), attrs: dict | None = None,
-           result_types: Sequence[ir.Type] | None = None, loc: ir.Location | None = None,
-           mesh: dict[str, int] | None = None) -> ir.Operation:
-    """Create `sdc.<name>` at the current insertion point, inferring result types from its shape rule.
-
-    Attributes are plain values, converted by their kinds; unset optional ones are filled with
-    their defaults so the printed IR is complete. Result types must be given for ops whose
-    results are declared (parameter, recv).
-    """
-    opdef = OPS[name]
-    attrs = dict(attrs or {})
-    values = opdef.with_defaults({k: _table_value(opdef.attrs[k], v) if k in opdef.attrs else v
-                                  for k, v in attrs.items()})
-    missing = [k for k, s in opdef.attrs.items() if s.required and k not in values]
-    if missing:
-        raise ValueError(f"sdc.{name} needs attribute(s) {', '.join(missing)}")
-    mlir_attrs = {k: A.to_mlir(opdef.attrs[k], v) for k, v in values.items() if k in opdef.attrs}
-    mlir_attrs.update({k: v for k, v in attrs.items() if k not in opdef.attrs})
-    if result_types is None:
-        specs = infer_results(opdef, [tensor_spec(v.type) for v in operands], values, mesh)
-        if specs is None:
-            raise ValueError(f"sdc.{name} needs explicit result types")
-        result_types = [tensor_type(s) for s in specs]
-    if opdef.operand_slots or opdef.result_slots:
-        mlir_attrs.update(_segment_sizes(opdef, len(operands), len(result_types)))
-    return ir.Operation.create(f"sdc.{name}", results=list(result_types), operands=list(operands),
-                               attributes=mlir_attrs, loc=loc)
-
-
-def _segment_sizes(opdef: OpDef, n_operands: int, n_results: int) -> dict[str, ir.Attribute]:
-    """`operandSegmentSizes` / `resultSegmentSizes` of an op with slot groups (OpDef.operand_slots):
-    the fixed operands, then the slots filled from the first."""
-    out = {}
-    for key, fixed, slots, n, what in (
-            ("operandSegmentSizes", len(opdef.operands) - 1, opdef.operand_slots, n_operands, "operands"),
-            ("resultSegmentSizes", len(opdef.results) - 1, opdef.result_slots, n_results, "results")):
-        if not slots:
-            continue
-        used = n - fixed
-        if not 0 <= used <= slots:
-            raise ValueError(f"sdc.{opdef.name} takes {fixed} to {fixed + slots} {what}, found {n}")
-        out[key] = ir.DenseI32ArrayAttr.get([1] * fixed + [1] * used + [0] * (slots - used))
-    return out
-
-
-def _table_value(spec, value):
-    """An attribute value as the op tables see it: a `dense` value given as an array becomes a DenseValue."""
-    if spec.kind == "dense" and not isinstance(value, DenseValue):
-        return DenseValue.from_numpy(np.asarray(value))
-    return value

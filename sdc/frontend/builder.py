@@ -1,12 +1,13 @@
 """Emitting sdc ops from any frontend: the part of an importer that is not about its source format.
 
-An importer (ONNX today; torch.export and JAX later) reads its graph and, for each source node,
+An importer (ONNX, torch.export, JAX through StableHLO) reads its graph and, for each source node,
 calls a `Builder`: `emit` creates `sdc.<op>` at the current insertion point with the node's
-location, or evaluates it right away when every input is known at compile time; constants and
-parameters appear only where a run-time op uses them; casts, reshapes (a target with symbolic
-dims and one -1), broadcasts and iotas are one call each. What a frontend adds is its own
-dispatch (ONNX op_type -> method) and its own conventions (ONNX's 0-copy Reshape entries,
-auto_pad, opset-dependent arguments).
+location (through the dialect's one builder, `sdc.dialect.builder.create`, given the result types
+this module infers with symbolic dims), or evaluates it right away when every input is known at
+compile time; constants and parameters appear only where a run-time op uses them; casts, reshapes
+(a target with symbolic dims and one -1), broadcasts and iotas are one call each. What a frontend
+adds is its own dispatch (ONNX op_type -> method) and its own conventions (ONNX's 0-copy Reshape
+entries, auto_pad, opset-dependent arguments).
 
     b = Builder(params, name_hint=lambda: "w")
     with b.at(Builder.location("fc1", "model.onnx", 3)):
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 
 from sdc import dtypes
-from sdc.dialect import op_classes as D
+from sdc.dialect.builder import create
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import tensor_type
 from sdc.dialect import symbolic
@@ -96,10 +97,10 @@ class Builder:
             # Shape arithmetic of any rank (a scalar `past + seq`, a [1, 2] pair): its entries as one
             # sdc.dim_values, reshaped to the value's shape.
             dims = [d if is_int(d) else self.dim_text(d) for d in v.ints()]
-            flat = D.create("dim_values", [], {"dims": dims}, loc=self.loc).results[0]
+            flat = create("dim_values", [], {"dims": dims}, loc=self.loc).results[0]
             if v.rank != 1:
-                flat = D.create("reshape", [flat], {"shape": list(v.sym)},
-                                result_types=[self.tensor_type(v.sym, "i64")], loc=self.loc).results[0]
+                flat = create("reshape", [flat], {"shape": list(v.sym)},
+                              result_types=[self.tensor_type(v.sym, "i64")], loc=self.loc).results[0]
             v.value = flat
             return flat
         t = v.as_torch()
@@ -108,7 +109,7 @@ class Builder:
         # rows with) stays a constant of any size: its attribute is a splat, and passes can see the value
         splat = self.splat_constants and v.dtype != "bf16" and flat.numel() > 1 and bool((flat == flat[0]).all())
         if (t.numel() <= INLINE_LIMIT or splat) and v.dtype != "bf16":
-            op = D.create("constant", [], {"value": DenseValue(t.contiguous(), v.dtype)}, loc=self.loc)
+            op = create("constant", [], {"value": DenseValue(t.contiguous(), v.dtype)}, loc=self.loc)
         else:
             pname = name or v.name or self.name_hint()
             base, i = pname, 1
@@ -116,8 +117,8 @@ class Builder:
                 i += 1
                 pname = f"{base}_{i}"
             self.params[pname] = t.contiguous()
-            op = D.create("parameter", [], {"name": pname}, result_types=[self.tensor_type(tuple(t.shape), v.dtype)],
-                          loc=self.loc)
+            op = create("parameter", [], {"name": pname}, result_types=[self.tensor_type(tuple(t.shape), v.dtype)],
+                        loc=self.loc)
         v.value = op.results[0]  # later uses share the one constant or parameter
         return v.value
 
@@ -155,7 +156,7 @@ class Builder:
         operands = [self.tensor(v) for v in inputs]
         spec_attrs = {k: self._attr_text(v) for k, v in attrs.items()}
         result_types = [self.tensor_type(s.shape, s.dtype) for s in specs] if specs else None
-        created = D.create(op, operands, spec_attrs, result_types=result_types, loc=self.loc)
+        created = create(op, operands, spec_attrs, result_types=result_types, loc=self.loc)
         return [V(s.dtype, tuple(s.shape), value=r) for s, r in zip(specs, created.results)]
 
     def _attr_text(self, value):

@@ -268,11 +268,11 @@ def trainable_initializers(proto: Any) -> dict[str, np.ndarray]:
 def append_loss(module: Any, loss: str) -> None:
     """Replace the entry's results by `loss(first result, target)`, `target` a new last input."""
     from sdc.dialect import attrs as A
+    from sdc.dialect.builder import OpBuilder
     from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, attr_dicts, entry_function, result_dims, set_attr_dicts,
                                 tensor_spec, tensor_type)
     from sdc.dialect.shapes import DYN, TensorSpec
     from sdc.mlir import func, ir
-    from sdc.transforms.autodiff import IRBuilder
 
     with module.context, ir.Location.unknown():
         fn = entry_function(module)
@@ -297,7 +297,7 @@ def append_loss(module: Any, loss: str) -> None:
         target_spec = TensorSpec(spec.shape[:1], "i64") if loss == "cross_entropy" else spec
         args = attr_dicts(fn, ARG_ATTRS)  # before the new argument, which gets its own
         target = block.add_argument(tensor_type(target_spec), fn.location)
-        b = IRBuilder(ret, ret.location, {})
+        b = OpBuilder(ir.InsertionPoint(ret), ret.location)
         if loss == "cross_entropy":
             picked = b.op("gather_elements", b.op("log_softmax", out, axis=1), b.op("unsqueeze", target, axes=[1]),
                           axis=1)
@@ -322,7 +322,7 @@ def inputs_to_parameters(module: Any, values: Mapping[str, Any]) -> None:
     """Each entry input named in `values` becomes an `sdc.parameter` of that name (its value is
     the initial state); the input leaves the signature."""
     from sdc.dialect.ir import ARG_ATTRS, arg_names, attr_dicts, entry_function, set_attr_dicts
-    from sdc.dialect.op_classes import create
+    from sdc.dialect.builder import create
     from sdc.mlir import ir
 
     with module.context:

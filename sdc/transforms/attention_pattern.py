@@ -556,7 +556,7 @@ def unflatten_batch_matmul(op: Any, rewriter: Any) -> bool:
     dims the model meant, so a reshape sitting between the two matmuls and the softmax does not hide
     the attention. Static shapes only: with a dynamic dim the types cannot show the dims are the same."""
     from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
-    from sdc.dialect.op_classes import create
+    from sdc.dialect.builder import create
     from sdc.dialect.opdef import OPS
     from sdc.dialect.shapes import is_static
 

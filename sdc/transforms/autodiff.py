@@ -3,7 +3,8 @@
 The entry function keeps its results and gains one gradient per differentiated value, appended in
 order and named `grad.<name>` (its `sdc.name` result attribute): the backward program is ordinary
 sdc ops, emitted before the `func.return` by each op's derivative rule (`OpDef.vjp`, attached in
-sdc/dialect/derivatives.py). Later passes (shape constraints, fusion, codegen) see one program.
+sdc/dialect/derivatives.py) through the dialect's `OpBuilder`. Later passes (shape constraints,
+fusion, codegen) see one program.
 
 Options:
 - `results`: which results to differentiate, comma-separated indices or `sdc.name`s (default `0`,
@@ -25,57 +26,19 @@ Run it before sdc-fuse, on a function with static shapes where rules need them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
 
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink, SdcError
-from sdc.dialect.dense import DenseValue
+from sdc.dialect.builder import OpBuilder
 from sdc.dialect.derivatives import RuleError, broadcast_to
 from sdc.dialect.ir import (RES_ATTRS, arg_names, attr_dicts, entry_function, read_attrs, result_names,
                             set_attr_dicts, tensor_spec)
-from sdc.dialect.op_classes import create
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import TensorSpec, is_static
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass
 
 GRAD_PREFIX = "grad."
-
-
-class IRBuilder:
-    """What derivative rules build with (sdc.dialect.derivatives.Builder): sdc ops inserted before
-    `anchor`, at location `loc` (the forward op's, so messages and plans point at it)."""
-
-    def __init__(self, anchor: ir.Operation, loc: ir.Location, scalars: dict, created: list | None = None):
-        self.anchor = anchor
-        self.loc = loc
-        self.scalars = scalars  # shared across the pass: one constant per (number, dtype)
-        self.created = created if created is not None else []  # every op built, in order
-
-    def ops(self, name: str, /, *operands: ir.Value, **attrs: Any) -> list[ir.Value]:
-        with ir.InsertionPoint(self.anchor), self.loc:
-            op = create(name, list(operands), attrs)
-        self.created.append(op)
-        return list(op.results)
-
-    def op(self, name: str, /, *operands: ir.Value, **attrs: Any) -> ir.Value:
-        return self.ops(name, *operands, **attrs)[0]
-
-    def spec(self, value: ir.Value) -> TensorSpec:
-        return tensor_spec(value.type)
-
-    def scalar(self, number: float, dtype: str) -> ir.Value:
-        key = (float(number), dtype)
-        if key not in self.scalars:
-            if dtype == "bf16":  # numpy cannot spell a bf16 literal, so an f32 one is cast
-                value = self.op("cast", self.scalar(number, "f32"), dtype=dtype)
-            else:
-                literal = np.asarray(number, dtype=dtypes.to_numpy(dtype))
-                value = self.op("constant", value=DenseValue.from_numpy(literal))
-            self.scalars[key] = value
-        return self.scalars[key]
 
 
 @dataclass(frozen=True)
@@ -124,8 +87,10 @@ class _Autodiff:
         self.scalars: dict = {}
         self.created: list[ir.Operation] = []
 
-    def _builder(self, ret: ir.Operation, loc: ir.Location) -> IRBuilder:
-        return IRBuilder(ret, loc, self.scalars, self.created)
+    def _builder(self, ret: ir.Operation, loc: ir.Location) -> OpBuilder:
+        """What a rule builds with: ops before the entry's return, at `loc` (the forward op's, so messages
+        and plans point at it); one scalar constant per (number, dtype) for the whole pass."""
+        return OpBuilder(ir.InsertionPoint(ret), loc, scalars=self.scalars, created=self.created)
 
     def run(self) -> None:
         ret = self.ops[-1] if self.ops else None
@@ -286,7 +251,7 @@ class _Autodiff:
         set_attr_dicts(self.fn, RES_ATTRS, res_attrs)
 
 
-def _zeros(b: IRBuilder, like: ir.Value) -> ir.Value:
+def _zeros(b: OpBuilder, like: ir.Value) -> ir.Value:
     from sdc.dialect.derivatives import static_shape, zeros
 
     spec = tensor_spec(like.type)

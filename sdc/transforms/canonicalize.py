@@ -27,7 +27,7 @@ from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
-from sdc.dialect.op_classes import create
+from sdc.dialect.builder import create
 from sdc.dialect.opdef import OPS, RefEnv
 from sdc.dialect.shapes import block_transpose_indices, is_static
 from sdc.mlir import ir, rewrite

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import defining_op, read_attrs, tensor_spec
-from sdc.dialect.op_classes import create
+from sdc.dialect.builder import create
 from sdc.dialect.opdef import OPS, weight_ops
 from sdc.mlir import ir
 from sdc.transforms.base import ModulePass, walk_ops

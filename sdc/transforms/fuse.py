@@ -48,11 +48,12 @@ from typing import Hashable, Sequence
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.attrs import AttrError
+from sdc.dialect.builder import create_fusion, create_yield
 from sdc.dialect.ir import read_attrs, tensor_spec
 from sdc.dialect.hooks import TRANSCENDENTAL
 from sdc.dialect.opdef import OPS, OpDef, weight_ops
 from sdc.dialect.shapes import is_static
-from sdc.dialect.structure import FUSION, YIELD
+from sdc.dialect.structure import FUSION
 from sdc.mlir import ir
 from sdc.target import DEFAULT_TARGET, TARGETS, get_target, target_option_error
 from sdc.transforms import layout_model as lm
@@ -590,12 +591,9 @@ def _make_fusion(reader: _Reader, group: Group, leaving: list[int], moved: set[i
                  ret: ir.Operation) -> ir.Operation:
     values = {i: v for v, i in reader.value_index.items()}
     loc = reader.ops[group.members[-1]].location
-    fusion = ir.Operation.create(FUSION, results=[values[r].type for r in leaving], operands=[], regions=1,
-                                 attributes={"kind": ir.StringAttr.get(group.kind)}, loc=loc,
-                                 ip=ir.InsertionPoint(ret))
-    body = fusion.regions[0].blocks.append()
-    terminator = ir.Operation.create(YIELD, operands=[values[r] for r in leaving], loc=loc,
-                                     ip=ir.InsertionPoint(body))
+    fusion = create_fusion(group.kind, [values[r].type for r in leaving], loc=loc, ip=ir.InsertionPoint(ret))
+    body = fusion.regions[0].blocks[0]
+    terminator = create_yield([values[r] for r in leaving], loc=loc, ip=ir.InsertionPoint(body))
     copies: dict = {}  # a value of a recomputed op -> its copy's value in this group
     for n in group.members:
         op = reader.ops[n]

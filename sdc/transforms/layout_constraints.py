@@ -34,7 +34,7 @@ from sdc.diagnostics import DiagnosticSink
 from sdc.dialect import attrs as A
 from sdc.dialect.attrs import AttrError
 from sdc.dialect.ir import defining_op, op_label, read_attrs, tensor_spec
-from sdc.dialect.op_classes import create
+from sdc.dialect.builder import create
 from sdc.dialect.opdef import OPS, weight_ops
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir

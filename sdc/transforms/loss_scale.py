@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 from sdc import dtypes
 from sdc.diagnostics import DiagnosticSink, SdcError
+from sdc.dialect.builder import OpBuilder
 from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, arg_names, attr_dicts, entry_function, set_attr_dicts,
                             tensor_spec, tensor_type)
 from sdc.dialect.shapes import TensorSpec
 from sdc.mlir import ir
-from sdc.transforms.autodiff import IRBuilder
 from sdc.transforms.base import ModulePass
 
 SCALE_INPUT = "loss_scale"
@@ -69,7 +69,7 @@ class LossScalePass(ModulePass):
             arg_dicts = attr_dicts(fn, ARG_ATTRS)
             scale_in = block.add_argument(tensor_type(TensorSpec((), SCALE_DTYPE)), fn.location)
             arg_dicts.append({"sdc.name": ir.StringAttr.get(SCALE_INPUT)})
-            b = IRBuilder(ret, fn.location, {})
+            b = OpBuilder(ir.InsertionPoint(ret), fn.location)
             started = b.op("gt", scale_in, b.scalar(0.0, SCALE_DTYPE))
             scale = b.op("where", started, scale_in, b.scalar(self.init_scale, SCALE_DTYPE))
             loss = returned[0]

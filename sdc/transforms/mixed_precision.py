@@ -62,7 +62,7 @@ from typing import Literal
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import defining_op, read_attrs, tensor_spec, tensor_type
-from sdc.dialect.op_classes import create
+from sdc.dialect.builder import create
 from sdc.dialect.hooks import Precision
 from sdc.dialect.opdef import OPS, OpDef, weight_ops
 from sdc.mlir import ir

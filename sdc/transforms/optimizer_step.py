@@ -38,13 +38,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from sdc.diagnostics import DiagnosticSink, SdcError
+from sdc.dialect.builder import OpBuilder
 from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, arg_names, attr_dicts, entry_function, read_attrs, result_names,
                             set_attr_dicts, tensor_spec, tensor_type)
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import TensorSpec
 from sdc.mlir import ir
 from sdc.optim import LossScaler, Optimizer, from_options, global_norm_scale
-from sdc.transforms.autodiff import GRAD_PREFIX, IRBuilder
+from sdc.transforms.autodiff import GRAD_PREFIX
 from sdc.transforms.loss_scale import SCALE_INPUT, SCALE_VALUE, SCALED_LOSS
 from sdc.transforms.base import ModulePass
 
@@ -242,7 +243,7 @@ class _OptimizerStep:
                 for op in params.pop(p):
                     op.results[0].replace_all_uses_with(inputs[p])
                     op.erase()
-            b = IRBuilder(ret, self.fn.location, {})
+            b = OpBuilder(ir.InsertionPoint(ret), self.fn.location)
             step = b.op("add", step_in, b.scalar(1.0, COUNTER_DTYPE))
             grads = [grad_values[p] for p in trained]
             overflow = None
@@ -278,7 +279,7 @@ class _OptimizerStep:
             set_attr_dicts(self.fn, RES_ATTRS, new_res)
 
 
-def _any_not_finite(b: IRBuilder, grads: list[ir.Value]) -> ir.Value:
+def _any_not_finite(b: OpBuilder, grads: list[ir.Value]) -> ir.Value:
     """A rank-0 i1: does any gradient hold an inf or a nan? `g * 0` is 0 for a finite g and nan for
     an inf or a nan, so the sum of those over every gradient is nan exactly when one is not finite
     (two cheap reductions per gradient instead of isinf, isnan and an or)."""
@@ -292,7 +293,7 @@ def _any_not_finite(b: IRBuilder, grads: list[ir.Value]) -> ir.Value:
     return b.op("isnan", total)
 
 
-def _next_scale(b: IRBuilder, scaler: LossScaler, overflow: ir.Value, scale: ir.Value, good: ir.Value,
+def _next_scale(b: OpBuilder, scaler: LossScaler, overflow: ir.Value, scale: ir.Value, good: ir.Value,
                 skipped: ir.Value) -> dict[str, ir.Value]:
     """GradScaler's update: back off and restart the count on overflow; else count a good step and
     grow the scale (restarting the count) when the count reaches the interval."""
@@ -308,6 +309,6 @@ def _next_scale(b: IRBuilder, scaler: LossScaler, overflow: ir.Value, scale: ir.
     }
 
 
-def _as(b: IRBuilder, value: ir.Value, dtype: str) -> ir.Value:
+def _as(b: OpBuilder, value: ir.Value, dtype: str) -> ir.Value:
     """`value` in `dtype` (the counter and the rate are f32; a bf16 parameter's update is bf16)."""
     return value if b.spec(value).dtype == dtype else b.op("cast", value, dtype=dtype)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from sdc.diagnostics import DiagnosticSink
 from sdc.dialect.ir import read_attrs, tensor_spec
-from sdc.dialect.op_classes import create
+from sdc.dialect.builder import create
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import is_static
 from sdc.mlir import ir

@@ -18,7 +18,7 @@ output column is the same dot product.
 from __future__ import annotations
 
 from sdc.dialect.ir import read_attrs, tensor_spec
-from sdc.dialect.op_classes import create
+from sdc.dialect.builder import create
 from sdc.dialect.opdef import OPS, weight_ops
 from sdc.mlir import ir
 

@@ -37,7 +37,7 @@ from sdc.dialect.dense import DenseValue
 from sdc.dialect import symexpr
 from sdc.dialect.ir import (ARG_ATTRS, RES_ATTRS, arg_dims, attr_dicts, defined_functions, read_attrs, set_attr_dicts,
                             tensor_spec, tensor_type)
-from sdc.dialect.op_classes import create
+from sdc.dialect.builder import create
 from sdc.dialect.mesh import Mesh, Sharding, local_dim
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import TensorSpec, is_static

@@ -8,7 +8,8 @@ import pytest
 
 from sdc.diagnostics import SdcError, SourceLoc
 from sdc.dialect.ir import op_attributes, tensor_spec
-from sdc.dialect.op_classes import create, new_context, verify_op
+from sdc.dialect.builder import create
+from sdc.dialect.op_classes import new_context, verify_op
 from sdc.dialect.shapes import DYN, TensorSpec
 from sdc.ir_text import parse_module
 from sdc.mlir import func, ir

@@ -31,7 +31,8 @@ from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
 from sdc.dialect.dense import DenseValue
 from sdc.dialect.ir import entry_function, tensor_spec
-from sdc.dialect.op_classes import create, new_context
+from sdc.dialect.builder import create
+from sdc.dialect.op_classes import new_context
 from sdc.dialect.opdef import OPS
 from sdc.dialect.shapes import DYN, ShapeError
 from sdc.dialect.symbolic import size_symbol, to_text

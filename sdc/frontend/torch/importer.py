@@ -22,7 +22,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from sdc import dtypes
 from sdc.diagnostics import SdcError
 from sdc.dialect import attrs as A
-from sdc.dialect import op_classes as D
+from sdc.dialect.builder import create
 from sdc.dialect.op_classes import new_context
 from sdc.dialect.shapes import DYN, ShapeError
 from sdc.frontend.builder import Builder, verify_imported
@@ -179,8 +179,8 @@ class GraphImporter:
         for node, target, value in self.weights:
             dtype = dtypes.from_torch(value.dtype)
             with self.builder.at(ir.Location.name(target)):
-                op = D.create("parameter", [], {"name": target},
-                              result_types=[self.builder.tensor_type(tuple(value.shape), dtype)], loc=self.builder.loc)
+                op = create("parameter", [], {"name": target},
+                            result_types=[self.builder.tensor_type(tuple(value.shape), dtype)], loc=self.builder.loc)
             self.params[target] = value.contiguous()
             self.values[node] = V(dtype, tuple(value.shape), value=op.results[0])
 
