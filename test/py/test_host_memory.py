@@ -57,10 +57,16 @@ def test_calls_stop_faulting_in_fresh_pages(tmp_path):
     Its runs of C kernels (sdc/runtime/c_runs.py) keep their inner values' buffers: few faults either way."""
     sdc.compile(str(LIGHT / "light_shufflenet.onnx"), output=tmp_path / "net.sdc")
     kept, on = _faults_per_call(tmp_path / "net.sdc", "1")
-    default, off = _faults_per_call(tmp_path / "net.sdc", "0")
+    # What the setting removes. With glibc's defaults a process settles in one of two states: faulting
+    # on every call, or never, once its dynamic mmap threshold has risen past the intermediates (glibc
+    # raises it when a large mapped chunk is freed, and whether one is freed before the calls start
+    # depends on timing: on a loaded machine 3 of 10 fresh processes of the code before [3.1] never
+    # faulted). The premise holds if one of three fresh processes faults on every call.
+    measured = [_faults_per_call(tmp_path / "net.sdc", "0") for _ in range(3)]
+    default, off = max(f for f, _ in measured), any(k for _, k in measured)
     assert on and not off
     assert kept <= 10, f"{kept} page faults a call with the pages kept"
-    assert default >= 50, f"glibc's defaults gave {default} page faults a call"  # what the setting removes
+    assert default >= 50, f"glibc's defaults gave {[f for f, _ in measured]} page faults a call in three processes"
     in_runs, _ = _faults_per_call(tmp_path / "net.sdc", "0", runs="1")
     assert in_runs <= 10, f"{in_runs} page faults a call in runs with glibc's defaults"
 
