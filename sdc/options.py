@@ -46,7 +46,6 @@ InputShapes = tuple[tuple[str, Any], ...]
 Shardings = tuple[tuple[str, Any], ...]  # (name, sdc.dialect.mesh.Sharding)
 
 # Compile-time kernel choices and the environment variables that give their defaults.
-C_KERNELS_ENV = "SDC_C_KERNELS"  # also read at load by the runtime (sdc/runtime/launch/c.py)
 CUDA_CPP_ENV = "SDC_CUDA_CPP"
 CUDA_CPP_FAMILIES = ("elementwise",)
 """The kernel families (KernelProgram templates) the CUDA C++ renderer can take (sdc/codegen/cuda)."""
@@ -256,9 +255,9 @@ def describe_options(indent: str = "    ", width: int = 100) -> str:
 
 def _c_kernels(value: Any) -> bool:
     if value is None:
-        from sdc.runtime.switches import env_switch  # the one reader of on/off settings
+        from sdc.runtime.switches import c_kernels_enabled  # the one reader of on/off settings
 
-        return env_switch(C_KERNELS_ENV) is not False
+        return c_kernels_enabled()
     if not isinstance(value, bool):
         raise SdcError(f"c_kernels must be True or False, found {value!r}")
     return value

@@ -77,6 +77,15 @@ def is_static(d) -> bool:
 # ================================================================ expressions
 
 
+def _accumulate(terms: dict, mono: tuple, c: int) -> None:
+    """Add `c` to the coefficient of `mono`, dropping the term when it cancels."""
+    v = terms.get(mono, 0) + c
+    if v:
+        terms[mono] = v
+    else:
+        terms.pop(mono, None)
+
+
 class Expr:
     """An integer polynomial over symbols and floor atoms: `{monomial: coefficient}`.
 
@@ -179,11 +188,7 @@ class Expr:
     def plus(self, other: "Expr", scale: int = 1) -> "Expr":
         out = dict(self.terms)
         for mono, c in other.terms.items():
-            v = out.get(mono, 0) + scale * c
-            if v:
-                out[mono] = v
-            else:
-                out.pop(mono, None)
+            _accumulate(out, mono, scale * c)
         return Expr(out)
 
     def scaled(self, k: int) -> "Expr":
@@ -199,12 +204,7 @@ class Expr:
         out: dict = {}
         for m1, c1 in self.terms.items():
             for m2, c2 in other.terms.items():
-                mono = tuple(sorted(m1 + m2)) if m1 and m2 else (m1 or m2)
-                v = out.get(mono, 0) + c1 * c2
-                if v:
-                    out[mono] = v
-                else:
-                    out.pop(mono, None)
+                _accumulate(out, tuple(sorted(m1 + m2)) if m1 and m2 else (m1 or m2), c1 * c2)
         return Expr(out)
 
     def floordiv(self, other: "Expr") -> "Expr":

@@ -31,7 +31,7 @@ from typing import Any
 from sdc.codegen.kernel.lowering import _AnchoredLowering, is_row_op
 from sdc.codegen.kernel.matmul import MATMUL_DTYPES
 from sdc.codegen.kernel.program import CONV, KernelProgram, LoweringError, TensorArg
-from sdc.options import CONV_KERNEL_ENV, CONV_KERNELS, DEFAULT_CONV_KERNEL  # noqa: F401  (named here too)
+from sdc.options import CONV_KERNEL_ENV
 
 # The domain dims, by name (docs above).
 BATCH, OUT_H, OUT_W, OUT_C, IN_C, KER_H, KER_W, IN_H, IN_W = range(9)

@@ -72,7 +72,7 @@ from sdc import dtypes
 from sdc.diagnostics import SdcError
 from sdc.limits import check_alloc, check_elements
 from sdc.runtime import plan_schema as S
-from sdc.runtime.switches import env_switch
+from sdc.runtime.switches import C_KERNELS_ENV, c_kernels_enabled  # noqa: F401  (the loader asks here)
 # _dense_strides: the name c_segment imports from here
 from sdc.runtime.launch.base import Settled, inverse, read_domain
 from sdc.runtime.launch.base import dense_strides as _dense_strides
@@ -81,7 +81,6 @@ C_CACHE_ENV = "SDC_C_CACHE_DIR"  # where compiled kernel libraries are kept (def
 CFLAGS = ("-O2", "-march=native", "-std=c11", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math")
 COMPILE_TIMEOUT_S = 300
 OPENMP = ("-fopenmp",)  # the flags that build a library whose OpenMP pragmas run in parallel
-C_KERNELS_ENV = "SDC_C_KERNELS"  # 0/off: no C kernels planned (compile), every C launch through torch (load)
 
 _LOADED: dict[str, ctypes.PyDLL] = {}  # library path -> the loaded library, for the process
 _VERSIONS: dict[tuple[str, float], str] = {}  # (compiler path, its mtime) -> its `--version` text
@@ -206,10 +205,6 @@ def layout_signature(args: Sequence, results: Sequence, layouts: Mapping[str, Se
     return [[[i, list(layouts[t.value])] for i, t in enumerate(ts) if t.value in layouts] for ts in (args, results)]
 
 
-def c_kernels_enabled() -> bool:
-    """False when SDC_C_KERNELS is 0/off/false/no (read by the planner and when an artifact is loaded);
-    another value than those and 1/on is one error (`env_switch`)."""
-    return env_switch(C_KERNELS_ENV) is not False
 
 
 class CLibraries:
